@@ -1,0 +1,55 @@
+//! The Harness Control View: what the harness (never the model) sees of a call.
+//!
+//! The model's view of a READY result is its tool's
+//! [`EvidenceResult::Observation`](crate::EvidenceResult::Observation); of a
+//! failed call, the [`ErrorResult`](crate::ErrorResult).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{ErrorCode, EvidenceStatus, InvocationStatus, RelevanceLevel, RunId, ToolCallId};
+
+/// The harness's view of one call: identity, lifecycle, counters, scope.
+///
+/// It may carry what the model must never see (the scope fingerprint, the
+/// duplicate and replay identities, counters); it never carries raw data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HarnessControlView {
+    /// The framework's id, when it was valid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<ToolCallId>,
+    /// The run of the harness's run context.
+    pub run_id: RunId,
+    /// The tool name the framework asked for.
+    pub tool_name: String,
+    /// Lifecycle of the call's record; `ERROR` also when no record was created.
+    pub status: InvocationStatus,
+    /// What the result means.
+    pub evidence_status: EvidenceStatus,
+    /// The failure's code, for `ERROR`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<ErrorCode>,
+    /// Items returned to the model.
+    pub returned_count: u64,
+    /// All matches the source reported (log results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub match_count: Option<u64>,
+    /// Whether anything was left out or shortened.
+    pub truncated: bool,
+    /// Normalized relevance (knowledge results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relevance_level: Option<RelevanceLevel>,
+    /// The tool's normalized request scope; `null` when the arguments never decoded.
+    pub scope: Value,
+    /// SHA-256 (hex) of the canonical tool name and scope; absent when the
+    /// arguments never decoded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope_fingerprint: Option<String>,
+    /// The first earlier call of this run with the same scope fingerprint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duplicate_of: Option<ToolCallId>,
+    /// The READY call whose recorded result this call replayed instead of running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replayed_from: Option<ToolCallId>,
+}

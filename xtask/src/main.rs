@@ -1,0 +1,49 @@
+//! Project chores, run as `cargo xtask <command>`.
+//!
+//! - `schema`: write the frozen JSON Schemas under `schemas/` (only files whose
+//!   content changed are written; extra `.json` files are removed).
+//! - `schema --check`: fail with a diff and the regenerate command when the
+//!   committed schemas differ from the contracts, are missing, or are extra.
+
+mod schema;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+const USAGE: &str = "usage: cargo xtask schema [--check]";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    match args.as_slice() {
+        ["schema"] => report(schema::write(&schemas_dir())),
+        ["schema", "--check"] => report(schema::check(&schemas_dir())),
+        _ => {
+            eprintln!("{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn report(result: Result<String, String>) -> ExitCode {
+    match result {
+        Ok(message) => {
+            println!("{message}");
+            ExitCode::SUCCESS
+        }
+        Err(message) => {
+            eprintln!("{message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The workspace root: the parent of this crate's directory.
+fn workspace_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().unwrap_or(manifest).to_path_buf()
+}
+
+fn schemas_dir() -> PathBuf {
+    workspace_root().join("schemas")
+}
