@@ -1,0 +1,176 @@
+//! What the harness and the agent framework hand the boundary for one call.
+
+use std::collections::BTreeMap;
+
+use aci_contracts::{ErrorResult, EvidenceStatus, HarnessControlView, RunId, Timestamp};
+use serde::{Serialize, Serializer};
+use serde_json::Value;
+
+/// The harness's view of the run a call belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunContext {
+    /// The run's id.
+    pub run_id: RunId,
+    /// Whether the run still accepts tool calls.
+    pub active: bool,
+    /// When the run must stop; calls at or after it are refused and running
+    /// calls are cut off at it.
+    pub deadline: Option<Timestamp>,
+    /// Most records the run may create, all tools together.
+    pub run_budget: Option<u32>,
+    /// Most records the run may create per tool name.
+    pub tool_budgets: BTreeMap<String, u32>,
+}
+
+impl RunContext {
+    /// An active run with no deadline and no budgets.
+    #[must_use]
+    pub const fn new(run_id: RunId) -> Self {
+        Self {
+            run_id,
+            active: true,
+            deadline: None,
+            run_budget: None,
+            tool_budgets: BTreeMap::new(),
+        }
+    }
+
+    /// Sets the deadline.
+    #[must_use]
+    pub const fn with_deadline(mut self, deadline: Timestamp) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// Sets the run budget.
+    #[must_use]
+    pub const fn with_run_budget(mut self, budget: u32) -> Self {
+        self.run_budget = Some(budget);
+        self
+    }
+
+    /// Sets the budget of one tool.
+    #[must_use]
+    pub fn with_tool_budget(mut self, tool_name: impl Into<String>, budget: u32) -> Self {
+        self.tool_budgets.insert(tool_name.into(), budget);
+        self
+    }
+
+    /// Marks the run inactive.
+    #[must_use]
+    pub const fn inactive(mut self) -> Self {
+        self.active = false;
+        self
+    }
+}
+
+/// One tool call exactly as the agent framework produced it.
+///
+/// Nothing here is trusted: the boundary validates every field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolEnvelope {
+    /// The framework's tool call id, as given (validated by the boundary, never
+    /// replaced).
+    pub tool_call_id: String,
+    /// The run the framework says the call belongs to.
+    pub run_id: String,
+    /// The tool the model asked for.
+    pub tool_name: String,
+    /// The arguments as the framework's JSON text.
+    pub arguments: String,
+    /// Whether the harness's policy authorized this call.
+    pub authorized: bool,
+    /// Whether the call is read-only.
+    pub read_only: bool,
+}
+
+impl ToolEnvelope {
+    /// An authorized, read-only call.
+    pub fn new(
+        tool_call_id: impl Into<String>,
+        run_id: impl Into<String>,
+        tool_name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
+        Self {
+            tool_call_id: tool_call_id.into(),
+            run_id: run_id.into(),
+            tool_name: tool_name.into(),
+            arguments: arguments.into(),
+            authorized: true,
+            read_only: true,
+        }
+    }
+
+    /// Sets the authorization flag.
+    #[must_use]
+    pub const fn authorized(mut self, authorized: bool) -> Self {
+        self.authorized = authorized;
+        self
+    }
+
+    /// Sets the read-only flag.
+    #[must_use]
+    pub const fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
+        self
+    }
+}
+
+/// All the model gets of a call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelObservation {
+    /// The tool's observation of a READY result (`EVIDENCE_FOUND` or `NO_EVIDENCE`).
+    Ready(Value),
+    /// The error result.
+    Error(ErrorResult),
+}
+
+impl ModelObservation {
+    /// The observation as JSON.
+    #[must_use]
+    pub fn to_json(&self) -> Value {
+        match self {
+            Self::Ready(value) => value.clone(),
+            Self::Error(error) => serde_json::to_value(error).unwrap_or(Value::Null),
+        }
+    }
+
+    /// Whether the call failed.
+    #[must_use]
+    pub const fn is_error(&self) -> bool {
+        matches!(self, Self::Error(_))
+    }
+
+    /// The observation's evidence status.
+    #[must_use]
+    pub fn evidence_status(&self) -> EvidenceStatus {
+        match self {
+            Self::Ready(value) => value
+                .get("evidence_status")
+                .and_then(Value::as_str)
+                .and_then(EvidenceStatus::parse)
+                .unwrap_or(EvidenceStatus::Error),
+            Self::Error(_) => EvidenceStatus::Error,
+        }
+    }
+}
+
+impl Serialize for ModelObservation {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Ready(value) => value.serialize(serializer),
+            Self::Error(error) => error.serialize(serializer),
+        }
+    }
+}
+
+/// The result of one [`invoke`](crate::ToolBoundary::invoke): the model's view
+/// and the harness's view of the same call.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BoundaryOutcome {
+    /// The only thing to hand to the model.
+    pub observation: ModelObservation,
+    /// For the harness only.
+    pub control: HarnessControlView,
+}

@@ -1,0 +1,295 @@
+//! The canonical invocation record and what the store port exchanges.
+
+use std::time::Duration;
+
+use aci_contracts::{ErrorCode, EvidenceStatus, InvocationStatus, RunId, Timestamp, ToolCallId};
+
+use crate::ScopeFingerprint;
+
+/// The canonical key: one record per (run, framework tool call id).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct InvocationKey {
+    /// The run that owns the call.
+    pub run_id: RunId,
+    /// The framework's exact id of the call.
+    pub tool_call_id: ToolCallId,
+}
+
+impl InvocationKey {
+    /// The key of `tool_call_id` in `run_id`.
+    #[must_use]
+    pub const fn new(run_id: RunId, tool_call_id: ToolCallId) -> Self {
+        Self {
+            run_id,
+            tool_call_id,
+        }
+    }
+}
+
+/// Optional per-run and per-tool call budgets checked atomically at creation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Budgets {
+    /// Most records the run may create, all tools together.
+    pub run: Option<u32>,
+    /// Most records the run may create for this record's tool.
+    pub tool: Option<u32>,
+}
+
+/// A record to create in `PROJECTING`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewInvocation {
+    /// Its key.
+    pub key: InvocationKey,
+    /// The tool's registered name.
+    pub tool_name: String,
+    /// The complete request: the arguments text exactly as the framework sent it.
+    pub request_json: String,
+    /// The tool's normalized scope, canonical JSON.
+    pub scope_json: String,
+    /// Fingerprint of tool name and normalized scope.
+    pub scope_fingerprint: ScopeFingerprint,
+    /// When the boundary created it (the boundary's clock).
+    pub created_at: Timestamp,
+    /// How long the record lives. Set here and only here.
+    pub ttl: Duration,
+    /// Budgets to check and count.
+    pub budgets: Budgets,
+    /// Whether to report (and, when free, claim) the scope for same-scope replay.
+    pub claim_scope: bool,
+}
+
+/// Another record of the run with the same scope, as seen at creation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SameScope {
+    /// The first record of the run with this scope that became READY.
+    Ready(ToolCallId),
+    /// A record with this scope that claimed it and is still PROJECTING.
+    InFlight(ToolCallId),
+}
+
+/// What creation reports besides success.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Created {
+    /// The first earlier record of this run with the same scope fingerprint.
+    pub duplicate_of: Option<ToolCallId>,
+    /// For a claiming create: a READY or in-flight record of the same scope.
+    /// `None` means this record now holds the claim.
+    pub same_scope: Option<SameScope>,
+}
+
+/// The two evidence statuses a READY record may have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReadyEvidence {
+    /// `EVIDENCE_FOUND`.
+    Found,
+    /// `NO_EVIDENCE`.
+    NoEvidence,
+}
+
+impl ReadyEvidence {
+    /// From an evidence status; `None` for `ERROR`.
+    #[must_use]
+    pub const fn from_status(status: EvidenceStatus) -> Option<Self> {
+        match status {
+            EvidenceStatus::EvidenceFound => Some(Self::Found),
+            EvidenceStatus::NoEvidence => Some(Self::NoEvidence),
+            EvidenceStatus::Error => None,
+        }
+    }
+
+    /// As an evidence status.
+    #[must_use]
+    pub const fn status(self) -> EvidenceStatus {
+        match self {
+            Self::Found => EvidenceStatus::EvidenceFound,
+            Self::NoEvidence => EvidenceStatus::NoEvidence,
+        }
+    }
+}
+
+/// The one transition out of `PROJECTING`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finalization {
+    /// `PROJECTING -> READY`.
+    Ready {
+        /// `EVIDENCE_FOUND` or `NO_EVIDENCE`.
+        evidence: ReadyEvidence,
+        /// The raw response, harness-only.
+        raw_json: String,
+        /// The bounded agent result.
+        agent_result_json: String,
+        /// The READY record whose result this one replays.
+        replayed_from: Option<ToolCallId>,
+        /// When the call finished.
+        finished_at: Timestamp,
+    },
+    /// `PROJECTING -> ERROR` (evidence status `ERROR`).
+    Error {
+        /// The safe error code.
+        error_code: ErrorCode,
+        /// The raw response when it was obtained and fits; harness-only.
+        raw_json: Option<String>,
+        /// When the call finished.
+        finished_at: Timestamp,
+    },
+}
+
+impl Finalization {
+    /// The status this finalization moves to.
+    #[must_use]
+    pub const fn status(&self) -> InvocationStatus {
+        match self {
+            Self::Ready { .. } => InvocationStatus::Ready,
+            Self::Error { .. } => InvocationStatus::Error,
+        }
+    }
+}
+
+/// Which parts of a record a read returns. Metadata is always returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RecordFields {
+    /// Ids, statuses, timestamps, sizes: no payloads.
+    Metadata,
+    /// Metadata, the request, the scope and the agent result; no raw response.
+    WithoutRaw,
+    /// Everything, including the harness-only raw response.
+    All,
+}
+
+/// One canonical record, as read from a store.
+///
+/// Payload fields are `Some` only when the read asked for them and the record
+/// has them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvocationRecord {
+    /// Its key.
+    pub key: InvocationKey,
+    /// The tool's registered name.
+    pub tool_name: String,
+    /// Lifecycle status.
+    pub status: InvocationStatus,
+    /// `None` while PROJECTING; `EVIDENCE_FOUND`/`NO_EVIDENCE` when READY; `ERROR` when ERROR.
+    pub evidence_status: Option<EvidenceStatus>,
+    /// The safe error code of an ERROR record.
+    pub error_code: Option<ErrorCode>,
+    /// Fingerprint of tool name and normalized scope.
+    pub scope_fingerprint: ScopeFingerprint,
+    /// When it was created.
+    pub created_at: Timestamp,
+    /// When it left PROJECTING.
+    pub finished_at: Option<Timestamp>,
+    /// The READY record whose result it replays.
+    pub replayed_from: Option<ToolCallId>,
+    /// Size of the request text in bytes.
+    pub request_bytes: u64,
+    /// Size of the stored raw response in bytes, when stored.
+    pub raw_bytes: Option<u64>,
+    /// Size of the agent result in bytes, when stored.
+    pub agent_result_bytes: Option<u64>,
+    /// The request text ([`RecordFields::WithoutRaw`] and up).
+    pub request_json: Option<String>,
+    /// The normalized scope, canonical JSON ([`RecordFields::WithoutRaw`] and up).
+    pub scope_json: Option<String>,
+    /// The agent result ([`RecordFields::WithoutRaw`] and up).
+    pub agent_result_json: Option<String>,
+    /// The raw response ([`RecordFields::All`] only).
+    pub raw_json: Option<String>,
+}
+
+impl InvocationRecord {
+    /// The record as created, before any finalization, with all its fields.
+    #[must_use]
+    pub fn projecting(new: &NewInvocation) -> Self {
+        Self {
+            key: new.key.clone(),
+            tool_name: new.tool_name.clone(),
+            status: InvocationStatus::Projecting,
+            evidence_status: None,
+            error_code: None,
+            scope_fingerprint: new.scope_fingerprint,
+            created_at: new.created_at,
+            finished_at: None,
+            replayed_from: None,
+            request_bytes: new.request_json.len() as u64,
+            raw_bytes: None,
+            agent_result_bytes: None,
+            request_json: Some(new.request_json.clone()),
+            scope_json: Some(new.scope_json.clone()),
+            agent_result_json: None,
+            raw_json: None,
+        }
+    }
+
+    /// Applies `finalization` (the caller has checked the record is PROJECTING).
+    pub fn apply(&mut self, finalization: Finalization) {
+        match finalization {
+            Finalization::Ready {
+                evidence,
+                raw_json,
+                agent_result_json,
+                replayed_from,
+                finished_at,
+            } => {
+                self.status = InvocationStatus::Ready;
+                self.evidence_status = Some(evidence.status());
+                self.raw_bytes = Some(raw_json.len() as u64);
+                self.agent_result_bytes = Some(agent_result_json.len() as u64);
+                self.raw_json = Some(raw_json);
+                self.agent_result_json = Some(agent_result_json);
+                self.replayed_from = replayed_from;
+                self.finished_at = Some(finished_at);
+            }
+            Finalization::Error {
+                error_code,
+                raw_json,
+                finished_at,
+            } => {
+                self.status = InvocationStatus::Error;
+                self.evidence_status = Some(EvidenceStatus::Error);
+                self.error_code = Some(error_code);
+                self.raw_bytes = raw_json.as_ref().map(|r| r.len() as u64);
+                self.raw_json = raw_json;
+                self.finished_at = Some(finished_at);
+            }
+        }
+    }
+
+    /// A copy holding only the payloads `fields` asks for.
+    #[must_use]
+    pub fn select(&self, fields: RecordFields) -> Self {
+        let with_payloads = fields >= RecordFields::WithoutRaw;
+        Self {
+            key: self.key.clone(),
+            tool_name: self.tool_name.clone(),
+            status: self.status,
+            evidence_status: self.evidence_status,
+            error_code: self.error_code,
+            scope_fingerprint: self.scope_fingerprint,
+            created_at: self.created_at,
+            finished_at: self.finished_at,
+            replayed_from: self.replayed_from.clone(),
+            request_bytes: self.request_bytes,
+            raw_bytes: self.raw_bytes,
+            agent_result_bytes: self.agent_result_bytes,
+            request_json: self.request_json.as_ref().filter(|_| with_payloads).cloned(),
+            scope_json: self.scope_json.as_ref().filter(|_| with_payloads).cloned(),
+            agent_result_json: self
+                .agent_result_json
+                .as_ref()
+                .filter(|_| with_payloads)
+                .cloned(),
+            raw_json: self
+                .raw_json
+                .as_ref()
+                .filter(|_| fields == RecordFields::All)
+                .cloned(),
+        }
+    }
+
+    /// Time from creation to finalization.
+    #[must_use]
+    pub fn duration(&self) -> Option<Duration> {
+        self.finished_at
+            .map(|end| crate::clock::between(self.created_at, end))
+    }
+}

@@ -1,0 +1,204 @@
+//! The store port: one canonical record per (run, tool call id).
+
+use std::fmt::Debug;
+use std::time::Duration;
+
+use aci_contracts::{ErrorCode, InvocationStatus, RunId, ToolCallId};
+use async_trait::async_trait;
+
+use crate::{
+    Created, Finalization, InvocationKey, InvocationRecord, NewInvocation, RecordFields,
+    ScopeFingerprint,
+};
+
+/// A boxed error from a driver or executor. It never reaches the agent.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// What a store knows about one scope fingerprint of a run.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ScopeIndex {
+    /// The first record of the run created with this fingerprint.
+    pub first: Option<ToolCallId>,
+    /// The first record of the run with this fingerprint that became READY.
+    pub first_ready: Option<ToolCallId>,
+}
+
+/// Canonical invocation records, keyed by (run id, tool call id).
+///
+/// Implementations: `store-memory` (embedded default) and `store-redis`. Every
+/// implementation passes the conformance suite in
+/// `invocation_core::conformance` (feature `testing`), which asserts exactly the
+/// `# Behavior` and `# Errors` bullets below.
+#[async_trait]
+pub trait InvocationStore: Send + Sync + Debug + 'static {
+    /// Creates a `PROJECTING` record, atomically with its budget checks.
+    ///
+    /// # Behavior
+    /// - Creates the record iff its key is absent, the tool budget and the run
+    ///   budget allow one more record; then counts one against each budget.
+    ///   Counters are per run; a counter's lifetime starts with its first count
+    ///   and lasts the record TTL.
+    /// - Sets the record's TTL to `new.ttl`. This is the only place a TTL is set.
+    /// - Appends the key to the run's creation-ordered index; records the
+    ///   fingerprint's first record when it has none.
+    /// - Reports in [`Created::duplicate_of`] the run's first earlier record
+    ///   with the same fingerprint.
+    /// - When `new.claim_scope` is set: reports the fingerprint's first READY
+    ///   record, or else a record that claimed the scope and is still
+    ///   PROJECTING, in [`Created::same_scope`]; when there is neither, this
+    ///   record claims the scope. A claim ends when its record is finalized.
+    ///
+    /// # Errors
+    /// - [`StoreError::Duplicate`]: the key exists; nothing is written or counted.
+    /// - [`StoreError::ToolBudgetExhausted`], then [`StoreError::RunBudgetExhausted`]
+    ///   (checked in that order): nothing is written or counted.
+    /// - [`StoreError::Unavailable`]: the store could not be reached in time.
+    async fn create(&self, new: NewInvocation) -> Result<Created, StoreError>;
+
+    /// Moves a `PROJECTING` record to `READY` or `ERROR`, exactly once.
+    ///
+    /// # Behavior
+    /// - Compare-and-set on the status: only `PROJECTING -> READY` and
+    ///   `PROJECTING -> ERROR` happen.
+    /// - Never touches the TTL: the record keeps what remains of it.
+    /// - On READY, records the record as its fingerprint's first READY record
+    ///   when there is none. Releases the record's scope claim, if it holds one.
+    ///
+    /// # Errors
+    /// - [`StoreError::NotFound`]: no such record (never created, or expired);
+    ///   it is not recreated.
+    /// - [`StoreError::NotProjecting`]: already READY or ERROR; nothing changes.
+    /// - [`StoreError::Unavailable`].
+    async fn finalize(&self, key: &InvocationKey, finalization: Finalization)
+    -> Result<(), StoreError>;
+
+    /// Reads one record with the payloads `fields` selects.
+    ///
+    /// # Behavior
+    /// - `None` when the record does not exist or has expired.
+    /// - Never refreshes the TTL. [`RecordFields::Metadata`] never fetches payloads.
+    ///
+    /// # Errors
+    /// - [`StoreError::Unavailable`], [`StoreError::Corrupt`].
+    async fn get(
+        &self,
+        key: &InvocationKey,
+        fields: RecordFields,
+    ) -> Result<Option<InvocationRecord>, StoreError>;
+
+    /// Lists a run's live records in creation order.
+    ///
+    /// # Behavior
+    /// - Expired records are left out. Never refreshes any TTL.
+    ///
+    /// # Errors
+    /// - [`StoreError::Unavailable`], [`StoreError::Corrupt`].
+    async fn list(
+        &self,
+        run_id: &RunId,
+        fields: RecordFields,
+    ) -> Result<Vec<InvocationRecord>, StoreError>;
+
+    /// The run's first record, and first READY record, with `fingerprint`.
+    ///
+    /// # Behavior
+    /// - Ids may name records that have since expired; read them to be sure.
+    ///
+    /// # Errors
+    /// - [`StoreError::Unavailable`].
+    async fn scope_index(
+        &self,
+        run_id: &RunId,
+        fingerprint: &ScopeFingerprint,
+    ) -> Result<ScopeIndex, StoreError>;
+
+    /// What remains of a record's TTL.
+    ///
+    /// # Behavior
+    /// - `None` when the record does not exist or has expired. Never refreshes it.
+    ///
+    /// # Errors
+    /// - [`StoreError::Unavailable`].
+    async fn remaining_ttl(&self, key: &InvocationKey) -> Result<Option<Duration>, StoreError>;
+}
+
+/// Why a store operation failed.
+///
+/// Display and Debug never contain a connection URL, password, key or payload.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// A record with this key already exists.
+    #[error("a record with this key already exists")]
+    Duplicate,
+    /// The run's budget for this tool is used up.
+    #[error("the run's budget for this tool is used up")]
+    ToolBudgetExhausted,
+    /// The run's budget for all tools is used up.
+    #[error("the run's budget is used up")]
+    RunBudgetExhausted,
+    /// No such record: never created, or expired.
+    #[error("no such record (never created, or expired)")]
+    NotFound,
+    /// The record already left PROJECTING.
+    #[error("the record is {current:?}, not PROJECTING")]
+    NotProjecting {
+        /// Its current status.
+        current: InvocationStatus,
+    },
+    /// The store could not be reached, or did not answer in time.
+    #[error("the invocation store is unavailable")]
+    Unavailable {
+        /// The driver's error, sanitized by the adapter.
+        #[source]
+        source: BoxError,
+    },
+    /// The store returned a record this version cannot read.
+    #[error("the invocation store returned a malformed record ({what})")]
+    Corrupt {
+        /// Which part was malformed.
+        what: &'static str,
+    },
+}
+
+impl StoreError {
+    /// Wraps a driver error as [`StoreError::Unavailable`].
+    pub fn unavailable(source: impl Into<BoxError>) -> Self {
+        Self::Unavailable {
+            source: source.into(),
+        }
+    }
+
+    /// Stable SCREAMING_SNAKE code.
+    #[must_use]
+    pub const fn code(&self) -> &'static str {
+        match self {
+            Self::Duplicate => "DUPLICATE_TOOL_CALL",
+            Self::ToolBudgetExhausted => "TOOL_BUDGET_EXHAUSTED",
+            Self::RunBudgetExhausted => "RUN_BUDGET_EXHAUSTED",
+            Self::NotFound => "RECORD_EXPIRED",
+            Self::NotProjecting { .. } => "NOT_PROJECTING",
+            Self::Unavailable { .. } => "STORE_UNAVAILABLE",
+            Self::Corrupt { .. } => "STORE_CORRUPT",
+        }
+    }
+
+    /// The agent-facing code for this failure.
+    #[must_use]
+    pub const fn error_code(&self) -> ErrorCode {
+        match self {
+            Self::Duplicate => ErrorCode::DuplicateToolCall,
+            Self::ToolBudgetExhausted => ErrorCode::ToolBudgetExhausted,
+            Self::RunBudgetExhausted => ErrorCode::RunBudgetExhausted,
+            Self::NotFound => ErrorCode::RecordExpired,
+            Self::NotProjecting { .. } => ErrorCode::ExecutionAbandoned,
+            Self::Unavailable { .. } | Self::Corrupt { .. } => ErrorCode::StoreUnavailable,
+        }
+    }
+
+    /// Whether the same operation may succeed later.
+    #[must_use]
+    pub const fn is_transient(&self) -> bool {
+        matches!(self, Self::Unavailable { .. })
+    }
+}
