@@ -18,13 +18,13 @@ use serde_json::Value;
 use tracing::{Instrument, field};
 
 use crate::tool::{DynTool, ErasedResult, PreparedCall, erase};
+use crate::{BoundaryOutcome, Journal};
 use crate::{
     Budgets, Clock, Created, ExecutionContext, Executor, Finalization, InvocationKey,
     InvocationStore, Limits, ModelObservation, NewInvocation, Projector, ReadyEvidence,
     RecordFields, ReplayPolicy, RunContext, SameScope, ScopeFingerprint, StoreError, SystemClock,
     ToolEnvelope, ToolSpec, clock, fingerprint::canonical_json,
 };
-use crate::{BoundaryOutcome, Journal};
 
 /// Why a boundary could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -155,7 +155,8 @@ struct Trail<'a> {
 
 impl Trail<'_> {
     fn error(self, code: ErrorCode) -> BoundaryOutcome {
-        let observation = ModelObservation::Error(ErrorResult::new(code, self.tool_call_id.clone()));
+        let observation =
+            ModelObservation::Error(ErrorResult::new(code, self.tool_call_id.clone()));
         self.outcome(
             observation,
             InvocationStatus::Error,
@@ -165,7 +166,12 @@ impl Trail<'_> {
         )
     }
 
-    fn ready(self, observation: Value, evidence: ReadyEvidence, counters: ResultCounters) -> BoundaryOutcome {
+    fn ready(
+        self,
+        observation: Value,
+        evidence: ReadyEvidence,
+        counters: ResultCounters,
+    ) -> BoundaryOutcome {
         self.outcome(
             ModelObservation::Ready(observation),
             InvocationStatus::Ready,
@@ -308,7 +314,10 @@ impl ToolBoundary {
             execute_ms = field::Empty,
             total_ms = field::Empty,
         );
-        let outcome = self.run(ctx, envelope, &span).instrument(span.clone()).await;
+        let outcome = self
+            .run(ctx, envelope, &span)
+            .instrument(span.clone())
+            .await;
         let control = &outcome.control;
         span.record("status", control.status.as_str());
         span.record("evidence_status", control.evidence_status.as_str());
@@ -320,7 +329,12 @@ impl ToolBoundary {
         outcome
     }
 
-    async fn run(&self, ctx: &RunContext, envelope: ToolEnvelope, span: &tracing::Span) -> BoundaryOutcome {
+    async fn run(
+        &self,
+        ctx: &RunContext,
+        envelope: ToolEnvelope,
+        span: &tracing::Span,
+    ) -> BoundaryOutcome {
         let ToolEnvelope {
             tool_call_id,
             run_id,
@@ -408,23 +422,30 @@ impl ToolBoundary {
         } = created;
         trail.duplicate_of = duplicate_of;
 
-        let deadline_left = ctx.deadline.map(|d| clock::between(self.inner.clock.now(), d));
+        let deadline_left = ctx
+            .deadline
+            .map(|d| clock::between(self.inner.clock.now(), d));
         let timeout = deadline_left.map_or(limits.timeout, |left| left.min(limits.timeout));
 
         if replay {
             let source = match same_scope {
                 Some(SameScope::Ready(source)) => Some(source),
-                Some(SameScope::InFlight(leader)) => match self.wait_for(ctx, &leader, timeout).await {
-                    Waited::Ready => Some(leader),
-                    Waited::Failed(code) => {
-                        return self.fail(trail, &key, Failure::bare(code)).await;
+                Some(SameScope::InFlight(leader)) => {
+                    match self.wait_for(ctx, &leader, timeout).await {
+                        Waited::Ready => Some(leader),
+                        Waited::Failed(code) => {
+                            return self.fail(trail, &key, Failure::bare(code)).await;
+                        }
+                        Waited::Gone => None,
                     }
-                    Waited::Gone => None,
-                },
+                }
                 None => None,
             };
             if let Some(source) = source {
-                match self.replay_from(&tool, ctx, &source, &id, &limits, request_bytes).await {
+                match self
+                    .replay_from(&tool, ctx, &source, &id, &limits, request_bytes)
+                    .await
+                {
                     Ok(Some((checked, raw_json))) => {
                         span.record("replayed", true);
                         trail.replayed_from = Some(source.clone());
@@ -436,7 +457,14 @@ impl ToolBoundary {
                             finished_at: self.inner.clock.now(),
                         };
                         return self
-                            .finish(trail, &key, finalization, checked.observation, checked.evidence, checked.counters)
+                            .finish(
+                                trail,
+                                &key,
+                                finalization,
+                                checked.observation,
+                                checked.evidence,
+                                checked.counters,
+                            )
                             .await;
                     }
                     Ok(None) => {}
@@ -460,25 +488,37 @@ impl ToolBoundary {
         .await;
         span.record("execute_ms", millis(execute_started.elapsed()));
         let raw = match executed {
-            Err(_elapsed) => return self.fail(trail, &key, Failure::bare(ErrorCode::ExecutionTimeout)).await,
+            Err(_elapsed) => {
+                return self
+                    .fail(trail, &key, Failure::bare(ErrorCode::ExecutionTimeout))
+                    .await;
+            }
             Ok(Err(_panic)) => {
                 tracing::warn!("executor panicked");
-                return self.fail(trail, &key, Failure::bare(ErrorCode::ExecutionFailed)).await;
+                return self
+                    .fail(trail, &key, Failure::bare(ErrorCode::ExecutionFailed))
+                    .await;
             }
             Ok(Ok(Err(error))) => {
                 tracing::warn!(kind = ?error.kind(), "executor failed");
-                return self.fail(trail, &key, Failure::bare(error.error_code())).await;
+                return self
+                    .fail(trail, &key, Failure::bare(error.error_code()))
+                    .await;
             }
             Ok(Ok(Ok(raw))) => raw,
         };
 
         // Serialize raw once; oversized raw is neither stored nor projected.
         let Ok(raw_json) = raw.to_json() else {
-            return self.fail(trail, &key, Failure::bare(ErrorCode::SerializationFailed)).await;
+            return self
+                .fail(trail, &key, Failure::bare(ErrorCode::SerializationFailed))
+                .await;
         };
         if raw_json.len() > limits.max_raw_bytes {
             drop(raw_json);
-            return self.fail(trail, &key, Failure::bare(ErrorCode::ResultTooLarge)).await;
+            return self
+                .fail(trail, &key, Failure::bare(ErrorCode::ResultTooLarge))
+                .await;
         }
 
         let projected = std::panic::catch_unwind(AssertUnwindSafe(|| raw.project(&id)));
@@ -487,17 +527,23 @@ impl ToolBoundary {
             Ok(Ok(result)) => result,
             Ok(Err(_)) | Err(_) => {
                 tracing::warn!("projector failed");
-                let failure = keep_raw(ErrorCode::ProjectionFailed, raw_json, request_bytes, &limits);
+                let failure = keep_raw(
+                    ErrorCode::ProjectionFailed,
+                    raw_json,
+                    request_bytes,
+                    &limits,
+                );
                 return self.fail(trail, &key, failure).await;
             }
         };
-        let checked = match check_result(result.as_ref(), &id, request_bytes, raw_json.len(), &limits) {
-            Ok(checked) => checked,
-            Err(code) => {
-                let failure = keep_raw(code, raw_json, request_bytes, &limits);
-                return self.fail(trail, &key, failure).await;
-            }
-        };
+        let checked =
+            match check_result(result.as_ref(), &id, request_bytes, raw_json.len(), &limits) {
+                Ok(checked) => checked,
+                Err(code) => {
+                    let failure = keep_raw(code, raw_json, request_bytes, &limits);
+                    return self.fail(trail, &key, failure).await;
+                }
+            };
         let finalization = Finalization::Ready {
             evidence: checked.evidence,
             raw_json,
@@ -505,8 +551,15 @@ impl ToolBoundary {
             replayed_from: None,
             finished_at: self.inner.clock.now(),
         };
-        self.finish(trail, &key, finalization, checked.observation, checked.evidence, checked.counters)
-            .await
+        self.finish(
+            trail,
+            &key,
+            finalization,
+            checked.observation,
+            checked.evidence,
+            checked.counters,
+        )
+        .await
     }
 
     /// Finalizes READY; the agent gets the result only if that succeeded.
@@ -529,7 +582,12 @@ impl ToolBoundary {
     }
 
     /// Finalizes ERROR with `failure` and returns the error result.
-    async fn fail(&self, trail: Trail<'_>, key: &InvocationKey, failure: Failure) -> BoundaryOutcome {
+    async fn fail(
+        &self,
+        trail: Trail<'_>,
+        key: &InvocationKey,
+        failure: Failure,
+    ) -> BoundaryOutcome {
         let finalization = Finalization::Error {
             error_code: failure.code,
             raw_json: failure.raw_json,
@@ -553,7 +611,9 @@ impl ToolBoundary {
                         InvocationStatus::Projecting => {}
                         InvocationStatus::Ready => return Waited::Ready,
                         InvocationStatus::Error => {
-                            return Waited::Failed(record.error_code.unwrap_or(ErrorCode::ExecutionFailed));
+                            return Waited::Failed(
+                                record.error_code.unwrap_or(ErrorCode::ExecutionFailed),
+                            );
                         }
                     },
                     Ok(None) => return Waited::Gone,
@@ -591,7 +651,8 @@ impl ToolBoundary {
                 return Err(Failure::bare(error.error_code()));
             }
         };
-        let (Some(result_json), Some(raw_json)) = (record.agent_result_json, record.raw_json) else {
+        let (Some(result_json), Some(raw_json)) = (record.agent_result_json, record.raw_json)
+        else {
             return Ok(None);
         };
         let Some(mut result) = tool.parse_result(&result_json) else {
@@ -630,15 +691,22 @@ fn check_result(
     if result.tool_call_id() != id {
         return Err(ErrorCode::InvalidEvidenceStatus);
     }
-    let evidence = ReadyEvidence::from_status(result.evidence_status()).ok_or(ErrorCode::InvalidEvidenceStatus)?;
-    result.validate().map_err(|_| ErrorCode::InvalidEvidenceStatus)?;
-    let json = result.to_json().map_err(|_| ErrorCode::SerializationFailed)?;
+    let evidence = ReadyEvidence::from_status(result.evidence_status())
+        .ok_or(ErrorCode::InvalidEvidenceStatus)?;
+    result
+        .validate()
+        .map_err(|_| ErrorCode::InvalidEvidenceStatus)?;
+    let json = result
+        .to_json()
+        .map_err(|_| ErrorCode::SerializationFailed)?;
     if json.len() > limits.max_agent_result_bytes
         || request_bytes + raw_bytes + json.len() > limits.max_record_bytes
     {
         return Err(ErrorCode::ResultTooLarge);
     }
-    let observation = result.observation().map_err(|_| ErrorCode::SerializationFailed)?;
+    let observation = result
+        .observation()
+        .map_err(|_| ErrorCode::SerializationFailed)?;
     Ok(Checked {
         evidence,
         json,

@@ -222,7 +222,10 @@ mod tests {
         let f = ScopeFingerprint::of("t", &json!({"q": 1}));
         let text = f.to_string();
         assert_eq!(text.len(), 64);
-        assert_eq!(text, format!("{:x}", Sha256::digest(br#"{"scope":{"q":1},"tool":"t"}"#)));
+        assert_eq!(
+            text,
+            format!("{:x}", Sha256::digest(br#"{"scope":{"q":1},"tool":"t"}"#))
+        );
         assert_eq!(text.parse::<ScopeFingerprint>(), Ok(f));
         assert!("xyz".parse::<ScopeFingerprint>().is_err());
         assert!(text.to_uppercase().parse::<ScopeFingerprint>().is_err());

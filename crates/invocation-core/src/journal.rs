@@ -19,7 +19,11 @@ use crate::{
 
 /// Why a citation does not stand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE", tag = "reason", content = "error_code")]
+#[serde(
+    rename_all = "SCREAMING_SNAKE_CASE",
+    tag = "reason",
+    content = "error_code"
+)]
 pub enum NotCitable {
     /// The cited id is not a valid tool call id.
     InvalidId,
@@ -107,7 +111,12 @@ impl Journal {
         fingerprint: &ScopeFingerprint,
         fields: RecordFields,
     ) -> Result<Option<InvocationRecord>, StoreError> {
-        let Some(id) = self.store.scope_index(run_id, fingerprint).await?.first_ready else {
+        let Some(id) = self
+            .store
+            .scope_index(run_id, fingerprint)
+            .await?
+            .first_ready
+        else {
             return Ok(None);
         };
         let key = InvocationKey::new(run_id.clone(), id);

@@ -73,7 +73,9 @@ impl Limits {
     #[must_use]
     pub fn with(self, overrides: &LimitOverrides) -> Self {
         Self {
-            max_request_bytes: overrides.max_request_bytes.unwrap_or(self.max_request_bytes),
+            max_request_bytes: overrides
+                .max_request_bytes
+                .unwrap_or(self.max_request_bytes),
             max_raw_bytes: overrides.max_raw_bytes.unwrap_or(self.max_raw_bytes),
             max_agent_result_bytes: overrides
                 .max_agent_result_bytes

@@ -12,7 +12,9 @@ impl ToolBoundary {
         ctx: &RunContext,
         citations: &[S],
     ) -> Vec<CitationCheck> {
-        self.journal().verify_citations(&ctx.run_id, citations).await
+        self.journal()
+            .verify_citations(&ctx.run_id, citations)
+            .await
     }
 
     /// The stored model observation of a READY call of `run_id`: nothing is

@@ -271,7 +271,11 @@ impl InvocationRecord {
             request_bytes: self.request_bytes,
             raw_bytes: self.raw_bytes,
             agent_result_bytes: self.agent_result_bytes,
-            request_json: self.request_json.as_ref().filter(|_| with_payloads).cloned(),
+            request_json: self
+                .request_json
+                .as_ref()
+                .filter(|_| with_payloads)
+                .cloned(),
             scope_json: self.scope_json.as_ref().filter(|_| with_payloads).cloned(),
             agent_result_json: self
                 .agent_result_json

@@ -69,8 +69,11 @@ pub trait InvocationStore: Send + Sync + Debug + 'static {
     ///   it is not recreated.
     /// - [`StoreError::NotProjecting`]: already READY or ERROR; nothing changes.
     /// - [`StoreError::Unavailable`].
-    async fn finalize(&self, key: &InvocationKey, finalization: Finalization)
-    -> Result<(), StoreError>;
+    async fn finalize(
+        &self,
+        key: &InvocationKey,
+        finalization: Finalization,
+    ) -> Result<(), StoreError>;
 
     /// Reads one record with the payloads `fields` selects.
     ///

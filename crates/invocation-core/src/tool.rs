@@ -210,7 +210,12 @@ where
 {
     /// A tool named `name`. It is not read-only until declared so with
     /// [`read_only`](Self::read_only); the boundary refuses to run it otherwise.
-    pub fn new(name: impl Into<String>, description: impl Into<String>, executor: E, projector: P) -> Self {
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        executor: E,
+        projector: P,
+    ) -> Self {
         Self {
             name: name.into(),
             description: description.into(),
@@ -260,7 +265,10 @@ where
 
     /// Extra request validation after decoding; `false` means `INVALID_INPUT`.
     #[must_use]
-    pub fn validate_with(mut self, validate: impl Fn(&E::Request) -> bool + Send + Sync + 'static) -> Self {
+    pub fn validate_with(
+        mut self,
+        validate: impl Fn(&E::Request) -> bool + Send + Sync + 'static,
+    ) -> Self {
         self.validate = Some(Arc::new(validate));
         self
     }
@@ -268,7 +276,10 @@ where
     /// The scope normalizer: what counts as the same scope for duplicate
     /// detection and replay. Defaults to the request serialized as JSON.
     #[must_use]
-    pub fn scope_with(mut self, scope: impl Fn(&E::Request) -> Value + Send + Sync + 'static) -> Self {
+    pub fn scope_with(
+        mut self,
+        scope: impl Fn(&E::Request) -> Value + Send + Sync + 'static,
+    ) -> Self {
         self.scope = Some(Arc::new(scope));
         self
     }
@@ -311,7 +322,10 @@ pub(crate) trait PreparedCall: Send + Sync {
     /// The normalized scope.
     fn scope(&self) -> &Value;
     /// Executes; panics propagate to the caller, which catches them.
-    async fn execute(&self, context: &ExecutionContext) -> Result<Box<dyn RawOutput>, ExecutionError>;
+    async fn execute(
+        &self,
+        context: &ExecutionContext,
+    ) -> Result<Box<dyn RawOutput>, ExecutionError>;
 }
 
 /// A raw response, typed underneath.
@@ -451,8 +465,16 @@ where
         &self.scope
     }
 
-    async fn execute(&self, context: &ExecutionContext) -> Result<Box<dyn RawOutput>, ExecutionError> {
-        let raw = self.tool.spec.executor.execute(&self.request, context).await?;
+    async fn execute(
+        &self,
+        context: &ExecutionContext,
+    ) -> Result<Box<dyn RawOutput>, ExecutionError> {
+        let raw = self
+            .tool
+            .spec
+            .executor
+            .execute(&self.request, context)
+            .await?;
         Ok(Box::new(Executed {
             tool: Arc::clone(&self.tool),
             request: Arc::clone(&self.request),

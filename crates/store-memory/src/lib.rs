@@ -198,7 +198,10 @@ impl InvocationStore for MemoryStore {
     ) -> Result<(), StoreError> {
         let now = self.clock.now();
         let mut state = self.lock();
-        let run = state.runs.get_mut(&key.run_id).ok_or(StoreError::NotFound)?;
+        let run = state
+            .runs
+            .get_mut(&key.run_id)
+            .ok_or(StoreError::NotFound)?;
         let entry = run
             .records
             .get_mut(&key.tool_call_id)

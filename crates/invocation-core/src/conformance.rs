@@ -1,1 +1,0 @@
-//! The store conformance suite (feature `testing`).
