@@ -15,6 +15,7 @@ use futures::FutureExt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use serde_json::value::RawValue;
 use tracing::{Instrument, field};
 
 use crate::tool::{DynTool, ErasedResult, PreparedCall, erase};
@@ -168,7 +169,7 @@ impl Trail<'_> {
 
     fn ready(
         self,
-        observation: Value,
+        observation: Box<RawValue>,
         evidence: ReadyEvidence,
         counters: ResultCounters,
     ) -> BoundaryOutcome {
@@ -215,7 +216,7 @@ impl Trail<'_> {
 struct Checked {
     evidence: ReadyEvidence,
     json: String,
-    observation: Value,
+    observation: Box<RawValue>,
     counters: ResultCounters,
 }
 
@@ -357,7 +358,7 @@ impl ToolBoundary {
         let Ok(id) = ToolCallId::new(tool_call_id) else {
             return trail.error(ErrorCode::InvalidToolCallId);
         };
-        span.record("tool_call_id", id.as_str());
+        span.record("tool_call_id", field::display(&id));
         trail.tool_call_id = Some(id.clone());
         if run_id.as_bytes() != ctx.run_id.as_str().as_bytes() {
             return trail.error(ErrorCode::RunMismatch);
@@ -568,7 +569,7 @@ impl ToolBoundary {
         trail: Trail<'_>,
         key: &InvocationKey,
         finalization: Finalization,
-        observation: Value,
+        observation: Box<RawValue>,
         evidence: ReadyEvidence,
         counters: ResultCounters,
     ) -> BoundaryOutcome {

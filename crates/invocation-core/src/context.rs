@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use aci_contracts::{ErrorResult, EvidenceStatus, HarnessControlView, RunId, Timestamp};
 use serde::{Serialize, Serializer};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// The harness's view of the run a call belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,10 +119,11 @@ impl ToolEnvelope {
 }
 
 /// All the model gets of a call.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub enum ModelObservation {
-    /// The tool's observation of a READY result (`EVIDENCE_FOUND` or `NO_EVIDENCE`).
-    Ready(Value),
+    /// The tool's observation of a READY result (`EVIDENCE_FOUND` or
+    /// `NO_EVIDENCE`), serialized once, fields in the contract's order.
+    Ready(Box<RawValue>),
     /// The error result.
     Error(ErrorResult),
 }
@@ -131,8 +133,17 @@ impl ModelObservation {
     #[must_use]
     pub fn to_json(&self) -> Value {
         match self {
-            Self::Ready(value) => value.clone(),
+            Self::Ready(raw) => serde_json::from_str(raw.get()).unwrap_or(Value::Null),
             Self::Error(error) => serde_json::to_value(error).unwrap_or(Value::Null),
+        }
+    }
+
+    /// The observation's JSON text, exactly as the model should get it.
+    #[must_use]
+    pub fn to_json_string(&self) -> String {
+        match self {
+            Self::Ready(raw) => raw.get().to_owned(),
+            Self::Error(error) => serde_json::to_string(error).unwrap_or_default(),
         }
     }
 
@@ -146,11 +157,14 @@ impl ModelObservation {
     #[must_use]
     pub fn evidence_status(&self) -> EvidenceStatus {
         match self {
-            Self::Ready(value) => value
-                .get("evidence_status")
-                .and_then(Value::as_str)
-                .and_then(EvidenceStatus::parse)
-                .unwrap_or(EvidenceStatus::Error),
+            Self::Ready(raw) => {
+                #[derive(serde::Deserialize)]
+                struct Status {
+                    evidence_status: EvidenceStatus,
+                }
+                serde_json::from_str::<Status>(raw.get())
+                    .map_or(EvidenceStatus::Error, |s| s.evidence_status)
+            }
             Self::Error(_) => EvidenceStatus::Error,
         }
     }
@@ -159,7 +173,7 @@ impl ModelObservation {
 impl Serialize for ModelObservation {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {
-            Self::Ready(value) => value.serialize(serializer),
+            Self::Ready(raw) => raw.serialize(serializer),
             Self::Error(error) => error.serialize(serializer),
         }
     }
@@ -167,7 +181,7 @@ impl Serialize for ModelObservation {
 
 /// The result of one [`invoke`](crate::ToolBoundary::invoke): the model's view
 /// and the harness's view of the same call.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct BoundaryOutcome {
     /// The only thing to hand to the model.
     pub observation: ModelObservation,

@@ -30,6 +30,7 @@ impl ToolBoundary {
         let json = record.agent_result_json.ok_or(unreadable)?;
         let tool = self.tool(&record.tool_name).ok_or(unreadable)?;
         let result = tool.parse_result(&json).ok_or(unreadable)?;
-        result.observation().map_err(|_| unreadable)
+        let observation = result.observation().map_err(|_| unreadable)?;
+        serde_json::from_str(observation.get()).map_err(|_| unreadable)
     }
 }

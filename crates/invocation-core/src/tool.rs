@@ -12,6 +12,7 @@ use async_trait::async_trait;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::{BoxError, LimitOverrides};
 
@@ -343,7 +344,7 @@ pub(crate) trait ErasedResult: Send + Sync {
     fn set_tool_call_id(&mut self, id: ToolCallId);
     fn validate(&self) -> Result<(), ValidationError>;
     fn to_json(&self) -> Result<String, serde_json::Error>;
-    fn observation(&self) -> Result<Value, serde_json::Error>;
+    fn observation(&self) -> Result<Box<RawValue>, serde_json::Error>;
     fn counters(&self) -> ResultCounters;
 }
 
@@ -363,8 +364,8 @@ impl<T: EvidenceResult> ErasedResult for T {
     fn to_json(&self) -> Result<String, serde_json::Error> {
         serde_json::to_string(self)
     }
-    fn observation(&self) -> Result<Value, serde_json::Error> {
-        serde_json::to_value(EvidenceResult::observation(self))
+    fn observation(&self) -> Result<Box<RawValue>, serde_json::Error> {
+        serde_json::value::to_raw_value(&EvidenceResult::observation(self))
     }
     fn counters(&self) -> ResultCounters {
         EvidenceResult::counters(self)

@@ -129,6 +129,7 @@ macro_rules! store_conformance_tests {
             finalize_keeps_what_remains_of_the_ttl,
             expired_records_are_never_recreated,
             list_is_in_creation_order,
+            recreated_expired_key_lists_once_at_its_new_place,
             runs_are_isolated,
             scope_index_tracks_first_and_first_ready,
             scope_claims_have_one_holder_until_finalized,

@@ -628,6 +628,35 @@ pub async fn expired_records_are_never_recreated(h: &dyn StoreHarness) {
     assert_eq!(store.remaining_ttl(&new.key).await.expect("ttl"), None);
 }
 
+/// A key whose record expired may be created again; it then lists once, at its
+/// new place in the creation order.
+pub async fn recreated_expired_key_lists_once_at_its_new_place(h: &dyn StoreHarness) {
+    let (store, clock) = (h.store(), h.clock());
+    let run = fresh_run_id();
+    let ttl = h.short_ttl();
+    let mut first = new_invocation(&*clock, &run, "again", "tool_a", "q");
+    first.ttl = ttl;
+    store.create(first).await.expect("create");
+    h.advance(ttl + ttl / 4).await;
+    let other = new_invocation(&*clock, &run, "other", "tool_a", "q");
+    store.create(other).await.expect("other");
+    let again = new_invocation(&*clock, &run, "again", "tool_a", "q2");
+    store
+        .create(again.clone())
+        .await
+        .expect("an expired key is free again");
+    let listed = store
+        .list(&run, RecordFields::WithoutRaw)
+        .await
+        .expect("list");
+    let order: Vec<&str> = listed.iter().map(|r| r.key.tool_call_id.as_str()).collect();
+    assert_eq!(order, ["other", "again"]);
+    assert_eq!(
+        listed[1].request_json.as_deref(),
+        Some(again.request_json.as_str())
+    );
+}
+
 /// A run's records list in creation order, with the selected payloads.
 pub async fn list_is_in_creation_order(h: &dyn StoreHarness) {
     let (store, clock) = (h.store(), h.clock());
