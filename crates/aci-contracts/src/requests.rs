@@ -15,6 +15,10 @@ pub const DEFAULT_LOOKBACK_MINUTES: u32 = 60;
 pub const MIN_LOOKBACK_MINUTES: u32 = 1;
 /// Largest accepted `lookback_minutes` (one day).
 pub const MAX_LOOKBACK_MINUTES: u32 = 1440;
+/// Longest accepted `query` of `lookup_knowledge` and `query_logs`, in
+/// characters. Results echo the query as their scope, so this bound is what
+/// lets every projection fit the default agent result limit.
+pub const MAX_QUERY_CHARS: usize = 1024;
 
 /// Why a decoded request is still not acceptable. Maps to `INVALID_INPUT`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -26,6 +30,9 @@ pub enum RequestError {
     /// `lookback_minutes` is outside 1..=1440.
     #[error("lookback_minutes must be between 1 and 1440")]
     LookbackOutOfRange,
+    /// A text field is longer than allowed.
+    #[error("field `{0}` is too long")]
+    TooLong(&'static str),
 }
 
 /// Input of `lookup_knowledge`.
@@ -34,17 +41,18 @@ pub enum RequestError {
 #[schemars(title = "lookup_knowledge request")]
 pub struct LookupKnowledgeRequest {
     /// What to look up, in plain words: a symptom, an error message or a component name.
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = 1024))]
     pub query: String,
 }
 
 impl LookupKnowledgeRequest {
-    /// Checks what the schema cannot: the query is not blank.
+    /// Checks what the schema cannot: the query is not blank and at most
+    /// [`MAX_QUERY_CHARS`] characters.
     ///
     /// # Errors
-    /// [`RequestError::Blank`] for a blank query.
+    /// [`RequestError`] naming the broken rule.
     pub fn validate(&self) -> Result<(), RequestError> {
-        non_blank("query", &self.query)
+        bounded_query(&self.query)
     }
 }
 
@@ -56,7 +64,7 @@ pub struct QueryLogsRequest {
     /// Which logical log topic to search.
     pub topic: LogTopic,
     /// Words to match in log messages, for example `timeout` or `connection pool`.
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = 1024))]
     pub query: String,
     /// How many minutes back from now to search, 1 to 1440; 60 when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -71,12 +79,13 @@ impl QueryLogsRequest {
         self.lookback_minutes.unwrap_or(DEFAULT_LOOKBACK_MINUTES)
     }
 
-    /// Checks what the schema cannot: a non-blank query and a window in 1..=1440.
+    /// Checks what the schema cannot: a non-blank query of at most
+    /// [`MAX_QUERY_CHARS`] characters and a window in 1..=1440.
     ///
     /// # Errors
     /// [`RequestError`] naming the broken rule.
     pub fn validate(&self) -> Result<(), RequestError> {
-        non_blank("query", &self.query)?;
+        bounded_query(&self.query)?;
         if !(MIN_LOOKBACK_MINUTES..=MAX_LOOKBACK_MINUTES)
             .contains(&self.effective_lookback_minutes())
         {
@@ -111,6 +120,14 @@ impl QueryMysqlRequest {
         non_blank("data_source", &self.data_source)?;
         non_blank("sql", &self.sql)
     }
+}
+
+fn bounded_query(query: &str) -> Result<(), RequestError> {
+    non_blank("query", query)?;
+    if query.chars().count() > MAX_QUERY_CHARS {
+        return Err(RequestError::TooLong("query"));
+    }
+    Ok(())
 }
 
 fn non_blank(field: &'static str, value: &str) -> Result<(), RequestError> {
@@ -173,6 +190,24 @@ mod tests {
             .validate(),
             Err(RequestError::Blank("query"))
         );
+    }
+
+    #[test]
+    fn queries_are_bounded_in_characters() {
+        let at = LookupKnowledgeRequest {
+            query: "数".repeat(MAX_QUERY_CHARS),
+        };
+        assert_eq!(at.validate(), Ok(()));
+        let over = LookupKnowledgeRequest {
+            query: "a".repeat(MAX_QUERY_CHARS + 1),
+        };
+        assert_eq!(over.validate(), Err(RequestError::TooLong("query")));
+        let logs = QueryLogsRequest {
+            topic: LogTopic::Application,
+            query: "x".repeat(MAX_QUERY_CHARS + 1),
+            lookback_minutes: None,
+        };
+        assert_eq!(logs.validate(), Err(RequestError::TooLong("query")));
     }
 
     #[test]

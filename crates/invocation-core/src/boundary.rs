@@ -388,7 +388,7 @@ impl ToolBoundary {
             return trail.error(ErrorCode::RequestTooLarge);
         }
         let scope_json = canonical_json(prepared.scope());
-        let fingerprint = ScopeFingerprint::of(tool.name(), prepared.scope());
+        let fingerprint = ScopeFingerprint::of_canonical(tool.name(), &scope_json);
         trail.scope = prepared.scope().clone();
         trail.fingerprint = Some(fingerprint);
 

@@ -22,13 +22,23 @@ impl ScopeFingerprint {
     /// The fingerprint of `tool_name` with the (already normalized) `scope`.
     #[must_use]
     pub fn of(tool_name: &str, scope: &Value) -> Self {
-        let mut canonical = String::with_capacity(64);
-        canonical.push_str("{\"scope\":");
-        write_canonical(scope, &mut canonical);
-        canonical.push_str(",\"tool\":");
-        write_string(tool_name, &mut canonical);
-        canonical.push('}');
-        Self(Sha256::digest(canonical.as_bytes()).into())
+        Self::of_canonical(tool_name, &canonical_json(scope))
+    }
+
+    /// The fingerprint of `tool_name` with a scope already in canonical JSON
+    /// (from [`canonical_json`]), so callers that keep the canonical text do
+    /// not compute it twice.
+    #[must_use]
+    pub fn of_canonical(tool_name: &str, canonical_scope: &str) -> Self {
+        let mut tool = Vec::with_capacity(tool_name.len() + 2);
+        write_string(tool_name, &mut tool);
+        let mut hasher = Sha256::new();
+        hasher.update(b"{\"scope\":");
+        hasher.update(canonical_scope.as_bytes());
+        hasher.update(b",\"tool\":");
+        hasher.update(&tool);
+        hasher.update(b"}");
+        Self(hasher.finalize().into())
     }
 
     /// The raw digest.
@@ -46,7 +56,13 @@ impl ScopeFingerprint {
 
 impl fmt::Display for ScopeFingerprint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut out = [0_u8; 64];
+        for (i, b) in self.0.iter().enumerate() {
+            out[2 * i] = HEX[usize::from(b >> 4)];
+            out[2 * i + 1] = HEX[usize::from(b & 0x0f)];
+        }
+        f.write_str(std::str::from_utf8(&out).map_err(|_| fmt::Error)?)
     }
 }
 
@@ -85,36 +101,36 @@ fn hex_digit(b: u8) -> Result<u8, FingerprintParseError> {
     }
 }
 
-/// Writes the canonical JSON text of `value` to `out`.
-pub fn write_canonical(value: &Value, out: &mut String) {
+/// Appends the canonical JSON text of `value` to `out`.
+pub fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
         Value::Number(n) => write_number(n, out),
         Value::String(s) => write_string(s, out),
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_canonical(item, out);
             }
-            out.push(']');
+            out.push(b']');
         }
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
             entries.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-            out.push('{');
+            out.push(b'{');
             for (i, (key, item)) in entries.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_string(key, out);
-                out.push(':');
+                out.push(b':');
                 write_canonical(item, out);
             }
-            out.push('}');
+            out.push(b'}');
         }
     }
 }
@@ -122,51 +138,41 @@ pub fn write_canonical(value: &Value, out: &mut String) {
 /// The canonical JSON text of `value`.
 #[must_use]
 pub fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
+    let mut out = Vec::with_capacity(128);
     write_canonical(value, &mut out);
-    out
+    // Only JSON text (valid UTF-8) was written.
+    String::from_utf8(out).unwrap_or_default()
 }
 
-fn write_number(n: &serde_json::Number, out: &mut String) {
-    use std::fmt::Write as _;
-    if let Some(i) = n.as_i64() {
-        let _ = write!(out, "{i}");
+fn write_number(n: &serde_json::Number, out: &mut Vec<u8>) {
+    use std::io::Write as _;
+    let _ = if let Some(i) = n.as_i64() {
+        write!(out, "{i}")
     } else if let Some(u) = n.as_u64() {
-        let _ = write!(out, "{u}");
+        write!(out, "{u}")
     } else if let Some(f) = n.as_f64() {
         // Integral floats inside the exactly representable range are written as
         // integers, so `1.0` and `1` agree.
         if f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0 {
             #[allow(clippy::cast_possible_truncation)]
             let i = f as i64;
-            let _ = write!(out, "{i}");
+            write!(out, "{i}")
         } else if f.is_finite() {
-            let _ = write!(out, "{f:e}");
+            write!(out, "{f:e}")
         } else {
-            out.push_str("null");
+            write!(out, "null")
         }
     } else {
-        out.push_str("null");
-    }
+        write!(out, "null")
+    };
 }
 
-fn write_string(s: &str, out: &mut String) {
-    use std::fmt::Write as _;
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if u32::from(c) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", u32::from(c));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
+/// JSON string escaping exactly as serde_json writes it: the short escapes for
+/// `"`, `\\`, newline, carriage return, tab, backspace and form feed, `\u00XX`
+/// for the other control characters, everything else verbatim.
+fn write_string(s: &str, out: &mut Vec<u8>) {
+    // Writing a `&str` into a `Vec` cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
 }
 
 #[cfg(test)]

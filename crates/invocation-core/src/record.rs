@@ -199,10 +199,11 @@ pub struct InvocationRecord {
 impl InvocationRecord {
     /// The record as created, before any finalization, with all its fields.
     #[must_use]
-    pub fn projecting(new: &NewInvocation) -> Self {
+    pub fn from_new(new: NewInvocation) -> Self {
         Self {
-            key: new.key.clone(),
-            tool_name: new.tool_name.clone(),
+            request_bytes: new.request_json.len() as u64,
+            key: new.key,
+            tool_name: new.tool_name,
             status: InvocationStatus::Projecting,
             evidence_status: None,
             error_code: None,
@@ -210,11 +211,10 @@ impl InvocationRecord {
             created_at: new.created_at,
             finished_at: None,
             replayed_from: None,
-            request_bytes: new.request_json.len() as u64,
             raw_bytes: None,
             agent_result_bytes: None,
-            request_json: Some(new.request_json.clone()),
-            scope_json: Some(new.scope_json.clone()),
+            request_json: Some(new.request_json),
+            scope_json: Some(new.scope_json),
             agent_result_json: None,
             raw_json: None,
         }

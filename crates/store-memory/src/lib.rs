@@ -176,13 +176,16 @@ impl InvocationStore for MemoryStore {
             None
         };
         // A key that expired and is created again moves to the end of the order.
-        run.order.retain(|existing| existing != &id);
+        if run.records.contains_key(&id) {
+            run.order.retain(|existing| existing != &id);
+        }
         run.order.push(id.clone());
+        let expires_at = add(now, new.ttl);
         run.records.insert(
             id,
             Entry {
-                record: InvocationRecord::projecting(&new),
-                expires_at: add(now, new.ttl),
+                record: InvocationRecord::from_new(new),
+                expires_at,
             },
         );
         Ok(Created {
