@@ -31,7 +31,7 @@ pub use ids::{IdError, MAX_ID_BYTES, RunId, ToolCallId, is_id_byte, validate_id}
 pub use relevance::{RELEVANCE_FIELDS, normalize_relevance, relevance_in};
 pub use requests::{
     DEFAULT_LOOKBACK_MINUTES, LookupKnowledgeRequest, MAX_LOOKBACK_MINUTES, MAX_QUERY_CHARS,
-    MIN_LOOKBACK_MINUTES, QueryLogsRequest, QueryMysqlRequest, RequestError,
+    MAX_QUERY_JSON_BYTES, MIN_LOOKBACK_MINUTES, QueryLogsRequest, QueryMysqlRequest, RequestError,
 };
 pub use results::{
     ColumnType, ErrorResult, EvidenceResult, KnowledgeEvidence, LogEvent, LogPattern, LogScope,

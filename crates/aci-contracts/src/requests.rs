@@ -16,9 +16,15 @@ pub const MIN_LOOKBACK_MINUTES: u32 = 1;
 /// Largest accepted `lookback_minutes` (one day).
 pub const MAX_LOOKBACK_MINUTES: u32 = 1440;
 /// Longest accepted `query` of `lookup_knowledge` and `query_logs`, in
-/// characters. Results echo the query as their scope, so this bound is what
-/// lets every projection fit the default agent result limit.
-pub const MAX_QUERY_CHARS: usize = 1024;
+/// characters. Results echo the query as their scope, so this bound (with the
+/// ban on control characters) is what lets every projection fit the default
+/// agent result limit.
+pub const MAX_QUERY_CHARS: usize = 256;
+/// The most bytes a valid query takes inside a JSON string: at most four per
+/// character (a 4-byte UTF-8 character; `"` and `\` escape to two bytes, and
+/// the only control characters allowed, tab, line feed and carriage return,
+/// escape to two).
+pub const MAX_QUERY_JSON_BYTES: usize = 4 * MAX_QUERY_CHARS;
 
 /// Why a decoded request is still not acceptable. Maps to `INVALID_INPUT`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -33,6 +39,10 @@ pub enum RequestError {
     /// A text field is longer than allowed.
     #[error("field `{0}` is too long")]
     TooLong(&'static str),
+    /// A text field holds a control character other than tab, line feed or
+    /// carriage return.
+    #[error("field `{0}` holds a control character")]
+    ControlCharacter(&'static str),
 }
 
 /// Input of `lookup_knowledge`.
@@ -40,8 +50,9 @@ pub enum RequestError {
 #[serde(deny_unknown_fields)]
 #[schemars(title = "lookup_knowledge request")]
 pub struct LookupKnowledgeRequest {
-    /// What to look up, in plain words: a symptom, an error message or a component name.
-    #[schemars(length(min = 1, max = 1024))]
+    /// What to look up, in plain words: a symptom, an error message or a
+    /// component name (at most 256 characters).
+    #[schemars(length(min = 1, max = 256))]
     pub query: String,
 }
 
@@ -63,8 +74,9 @@ impl LookupKnowledgeRequest {
 pub struct QueryLogsRequest {
     /// Which logical log topic to search.
     pub topic: LogTopic,
-    /// Words to match in log messages, for example `timeout` or `connection pool`.
-    #[schemars(length(min = 1, max = 1024))]
+    /// Words to match in log messages, for example `timeout` or
+    /// `connection pool` (at most 256 characters).
+    #[schemars(length(min = 1, max = 256))]
     pub query: String,
     /// How many minutes back from now to search, 1 to 1440; 60 when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -126,6 +138,12 @@ fn bounded_query(query: &str) -> Result<(), RequestError> {
     non_blank("query", query)?;
     if query.chars().count() > MAX_QUERY_CHARS {
         return Err(RequestError::TooLong("query"));
+    }
+    if query
+        .chars()
+        .any(|c| c.is_control() && !matches!(c, '\t' | '\n' | '\r'))
+    {
+        return Err(RequestError::ControlCharacter("query"));
     }
     Ok(())
 }
@@ -208,6 +226,23 @@ mod tests {
             lookback_minutes: None,
         };
         assert_eq!(logs.validate(), Err(RequestError::TooLong("query")));
+        let emoji = "😀".repeat(MAX_QUERY_CHARS);
+        assert_eq!(
+            serde_json::to_string(&emoji).unwrap().len(),
+            MAX_QUERY_JSON_BYTES + 2
+        );
+        assert_eq!(LookupKnowledgeRequest { query: emoji }.validate(), Ok(()));
+        for (query, ok) in [
+            ("a\tb\nc\r", true),
+            ("a\u{0}b", false),
+            ("a\u{1b}[31m", false),
+            ("a\u{85}", false),
+        ] {
+            let r = LookupKnowledgeRequest {
+                query: query.into(),
+            };
+            assert_eq!(r.validate().is_ok(), ok, "{query:?}");
+        }
     }
 
     #[test]
