@@ -1,1 +1,91 @@
-//! The lookup_knowledge tool: RAG projector, scope normalizer and a bundled Markdown knowledge base.
+//! The `lookup_knowledge` tool for the tool boundary: RAG projector, scope
+//! normalizer, a knowledge source port, and a bundled Markdown knowledge base.
+//!
+//! - [`KnowledgeSource`] is the port to a retriever; it returns the upstream
+//!   retrieval response as JSON. [`KnowledgeExecutor`] adapts it to the
+//!   boundary's [`Executor`](invocation_core::Executor).
+//! - [`RagProjector`] turns that response into a bounded
+//!   [`LookupKnowledgeResult`](aci_contracts::LookupKnowledgeResult): only the
+//!   five frozen evidence fields per passage, excerpts that are exact
+//!   substrings of the upstream text, relevance normalized through the
+//!   contracts, and `truncated` whenever anything was left out or shortened.
+//!   Bounds are [`RagBounds`]; with the defaults the largest possible result
+//!   fits the boundary's default agent result limit.
+//! - [`knowledge_scope`] is the scope normalizer behind the duplicate
+//!   fingerprint (see [`scope`] for what counts as the same scope).
+//! - [`MarkdownKnowledgeBase`] is a [`KnowledgeSource`] over Markdown runbooks
+//!   (the bundled ones, or a directory), chunked by headings and searched with
+//!   BM25 in RAM.
+//! - [`lookup_knowledge_tool`] puts it together as a frozen
+//!   [`ToolSpec`].
+//!
+//! ```
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//!
+//! use aci_contracts::RunId;
+//! use invocation_core::{RunContext, ToolBoundary, ToolEnvelope};
+//! use projectors_rag::{MarkdownKnowledgeBase, lookup_knowledge_tool};
+//!
+//! let boundary = ToolBoundary::builder(Arc::new(store_memory::MemoryStore::new()))
+//!     .tool(lookup_knowledge_tool(MarkdownKnowledgeBase::bundled()?))
+//!     .build()?;
+//! let run = RunContext::new(RunId::new("run-1")?);
+//! let call = ToolEnvelope::new(
+//!     "call-1",
+//!     "run-1",
+//!     "lookup_knowledge",
+//!     r#"{"query":"connection pool timeout"}"#,
+//! );
+//! let outcome = boundary.invoke(&run, call).await;
+//! assert_eq!(outcome.observation.to_json()["evidence_status"], "EVIDENCE_FOUND");
+//! # Ok(()) }
+//! # tokio::runtime::Runtime::new().unwrap().block_on(demo()).unwrap();
+//! ```
+
+mod error;
+mod json_text;
+mod knowledge_base;
+mod projector;
+pub mod scope;
+mod source;
+
+use aci_contracts::{LookupKnowledgeRequest, ToolName};
+use invocation_core::ToolSpec;
+
+pub use error::{Error, Result};
+pub use knowledge_base::{
+    CHUNK_TARGET_BYTES, DEFAULT_TOP_K, HIGH_COVERAGE, MAX_QUERY_TERMS, MEDIUM_COVERAGE,
+    MarkdownDocument, MarkdownKnowledgeBase, Progress,
+};
+pub use projector::{
+    BREADCRUMB_SEPARATOR, DEFAULT_MAX_EXCERPT_BYTES, DEFAULT_MAX_FIELD_BYTES, DEFAULT_MAX_ITEMS,
+    HEADING_KEYS, ID_KEYS, LIST_KEYS, METADATA_KEY, MIN_TEXT_BYTES, RagBounds, RagProjector,
+    SOURCE_KEYS, STATIC_QUERY_ALLOWANCE_BYTES, TEXT_KEYS, TITLE_KEYS,
+};
+pub use scope::{knowledge_scope, normalize_query};
+pub use source::{KnowledgeExecutor, KnowledgeSource};
+
+/// The `lookup_knowledge` tool as the boundary registers it.
+pub type LookupKnowledgeTool = ToolSpec<KnowledgeExecutor, RagProjector>;
+
+/// The frozen `lookup_knowledge` tool over `source`, with the default
+/// [`RagBounds`]: read-only, the frozen name and description, requests
+/// validated (non-blank query), scope normalized by [`knowledge_scope`].
+pub fn lookup_knowledge_tool(source: impl KnowledgeSource) -> LookupKnowledgeTool {
+    lookup_knowledge_tool_with(KnowledgeExecutor::new(source), RagBounds::default())
+}
+
+/// The frozen `lookup_knowledge` tool with an explicit executor and bounds.
+pub fn lookup_knowledge_tool_with(
+    executor: KnowledgeExecutor,
+    bounds: RagBounds,
+) -> LookupKnowledgeTool {
+    ToolSpec::frozen(
+        ToolName::LookupKnowledge,
+        executor,
+        RagProjector::new(bounds),
+    )
+    .scope_with(knowledge_scope)
+    .validate_with(|request: &LookupKnowledgeRequest| request.validate().is_ok())
+}

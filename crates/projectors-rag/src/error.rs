@@ -1,0 +1,89 @@
+//! The crate's error: building or searching the Markdown knowledge base.
+
+use std::io;
+use std::path::PathBuf;
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why the knowledge base could not be built or searched.
+///
+/// Messages name the configured path (operator configuration, never agent
+/// input) and the I/O error kind; the driver error stays in `source`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The knowledge directory does not exist.
+    #[error("knowledge directory `{}` does not exist", .path.display())]
+    DirectoryNotFound {
+        /// The configured directory.
+        path: PathBuf,
+    },
+    /// The knowledge path exists but is not a directory.
+    #[error("knowledge path `{}` is not a directory", .path.display())]
+    NotADirectory {
+        /// The configured path.
+        path: PathBuf,
+    },
+    /// A directory of the knowledge base cannot be listed.
+    #[error("knowledge directory `{}` cannot be read: {}", .path.display(), .source.kind())]
+    DirectoryUnreadable {
+        /// The directory.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: io::Error,
+    },
+    /// A Markdown file cannot be read.
+    #[error("knowledge file `{}` cannot be read: {}", .path.display(), .source.kind())]
+    FileUnreadable {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: io::Error,
+    },
+    /// A Markdown file is not UTF-8 text.
+    #[error("knowledge file `{}` is not valid UTF-8", .path.display())]
+    FileNotUtf8 {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The directory holds no `*.md` file.
+    #[error("knowledge directory `{}` holds no Markdown (*.md) files", .path.display())]
+    NoDocuments {
+        /// The configured directory.
+        path: PathBuf,
+    },
+    /// The search index could not be built.
+    #[error("the knowledge index could not be built")]
+    Index {
+        /// The index error.
+        #[source]
+        source: tantivy::TantivyError,
+    },
+    /// A search failed inside the index.
+    #[error("the knowledge search failed")]
+    Search {
+        /// The index error.
+        #[source]
+        source: tantivy::TantivyError,
+    },
+}
+
+impl Error {
+    /// A stable SCREAMING_SNAKE code.
+    #[must_use]
+    pub const fn code(&self) -> &'static str {
+        match self {
+            Self::DirectoryNotFound { .. } => "KNOWLEDGE_DIR_NOT_FOUND",
+            Self::NotADirectory { .. } => "KNOWLEDGE_NOT_A_DIRECTORY",
+            Self::DirectoryUnreadable { .. } => "KNOWLEDGE_DIR_UNREADABLE",
+            Self::FileUnreadable { .. } => "KNOWLEDGE_FILE_UNREADABLE",
+            Self::FileNotUtf8 { .. } => "KNOWLEDGE_FILE_NOT_UTF8",
+            Self::NoDocuments { .. } => "KNOWLEDGE_NO_DOCUMENTS",
+            Self::Index { .. } => "KNOWLEDGE_INDEX_FAILED",
+            Self::Search { .. } => "KNOWLEDGE_SEARCH_FAILED",
+        }
+    }
+}
