@@ -4,13 +4,15 @@
 //!   content changed are written; extra `.json` files are removed).
 //! - `schema --check`: fail with a diff and the regenerate command when the
 //!   committed schemas differ from the contracts, are missing, or are extra.
+//! - `bench redis`: the Redis store benchmark (spawns its own redis-server).
 
+mod bench;
 mod schema;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: cargo xtask schema [--check]";
+const USAGE: &str = "usage: cargo xtask schema [--check] | cargo xtask bench redis";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -18,6 +20,7 @@ fn main() -> ExitCode {
     match args.as_slice() {
         ["schema"] => report(schema::write(&schemas_dir())),
         ["schema", "--check"] => report(schema::check(&schemas_dir())),
+        ["bench", "redis"] => bench::redis(&workspace_root()),
         _ => {
             eprintln!("{USAGE}");
             ExitCode::from(2)

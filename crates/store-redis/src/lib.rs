@@ -1,1 +1,570 @@
-//! The canonical invocation store on Redis and Redis Cluster: two round trips per invocation.
+//! The canonical invocation store on Redis and Redis Cluster: two round trips
+//! per invocation.
+//!
+//! [`RedisStore`] implements [`InvocationStore`] with the same semantics as
+//! the embedded `store-memory` (both pass the conformance suite in
+//! `invocation_core::conformance`), for harness replicas that share one Redis
+//! or one Redis Cluster. No public signature names a Redis type; errors carry
+//! no URL, host, password, key or payload.
+//!
+//! # Key layout
+//!
+//! Every key of a run carries the run id as its hash tag, so one script can
+//! touch all of them on Redis Cluster (`<prefix>` defaults to `aci`):
+//!
+//! | key | type | holds | TTL |
+//! | --- | --- | --- | --- |
+//! | `<prefix>:{<run_id>}:inv:<tool_call_id>` | hash | one canonical record | the record TTL, set once at creation |
+//! | `<prefix>:{<run_id>}:budget` | hash | `run` and `tool:<name>` counters | the record TTL, set at the run's first count |
+//! | `<prefix>:{<run_id>}:index` | list | tool call ids in creation order | extended at each creation to at least the record TTL |
+//! | `<prefix>:{<run_id>}:scopes` | hash | per scope fingerprint `<fp>:first`, `<fp>:first_ready`, `<fp>:claim` | as the index |
+//!
+//! A record hash holds small fields (`run_id`, `tool_call_id`, `tool_name`,
+//! `status`, `evidence_status`, `error_code`, `scope_fp`, `created_at`,
+//! `finished_at`, `replayed_from`, `request_bytes`, `raw_bytes`,
+//! `result_bytes`) and one field per payload (`request`, `scope`, `result`,
+//! `raw`); a metadata read is an `HMGET` of the small fields only.
+//!
+//! # Scripts and round trips
+//!
+//! - **create** is one Lua script (`EVALSHA`, all four keys in `KEYS`):
+//!   record exists? → tool budget? → run budget? → `HSET` the record →
+//!   `PEXPIRE` it → count both budgets (the counter hash gets a TTL only when
+//!   it has none) → `RPUSH` the id to the run index and extend the index and
+//!   scopes TTLs to at least the record TTL → `HSET` the fingerprint's
+//!   `first` when absent → for a claiming create, report `first_ready` or the
+//!   claim holder, or take the claim. It answers duplicate/budget refusals, or
+//!   `duplicate_of` and `same_scope`.
+//! - **finalize** is one Lua script: a missing record is `NotFound` and is
+//!   never recreated; a status other than `PROJECTING` is refused with the
+//!   current status; otherwise `HSET` the outcome fields, `HSETNX`
+//!   `first_ready` on READY, and release the scope claim if this record holds
+//!   it. It never sets a TTL: no `EXPIRE`/`PEXPIRE`, no `SET`, no `GETEX`.
+//! - **reads** are `HMGET`, `LRANGE` and `PTTL` only, so they never refresh a
+//!   TTL. `list` is `LRANGE` plus one pipelined `HMGET` per record (expired
+//!   records are skipped; an id created again after its record expired is
+//!   listed at its latest position).
+//!
+//! So a READY invocation costs exactly two round trips: create and finalize.
+//! When Redis answers `NOSCRIPT` (restart, failover, `SCRIPT FLUSH`) the call
+//! is sent once more as `EVAL`, which also caches the script on that node.
+//!
+//! # Connections and failures
+//!
+//! Connections are multiplexed and pooled (`deadpool`). A pooled connection
+//! is reused without a health-check round trip; a connection-level failure
+//! (refused, reset, closed) retires every connection opened before it, so
+//! after a restart or failover the pool reconnects at once, and a connection
+//! whose request timed out is never reused. Every operation, waiting for a
+//! connection included, is bounded by [`RedisConfig::operation_timeout`]; any
+//! failure becomes [`StoreError::Unavailable`] whose source is a sanitized
+//! [`RedisStoreError`] (a [`Failure`] category, no text from the driver).
+//!
+//! The `testing` feature adds [`testing`]: throwaway `redis-server`s and a
+//! 3-node cluster for tests and benchmarks.
+
+mod codec;
+mod config;
+mod error;
+mod keys;
+mod pool;
+mod scripts;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use aci_contracts::{InvocationStatus, RunId, ToolCallId};
+use async_trait::async_trait;
+use deadpool::managed::{Object, PoolError, TimeoutType};
+use invocation_core::{
+    Created, Finalization, InvocationKey, InvocationRecord, InvocationStore, NewInvocation,
+    RecordFields, SameScope, ScopeFingerprint, ScopeIndex, StoreError,
+};
+use redis::cluster::ClusterClientBuilder;
+use redis::{AsyncConnectionConfig, Client, Cmd, ErrorKind, FromRedisValue, ServerErrorKind};
+
+pub use config::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEY_PREFIX, DEFAULT_OPERATION_TIMEOUT, DEFAULT_POOL_SIZE,
+    MAX_KEY_PREFIX_BYTES, RedisConfig,
+};
+pub use error::{ConfigProblem, Failure, RedisStoreError, Result};
+
+use codec::corrupt;
+use config::Nodes;
+use keys::Keys;
+use pool::{Link, Manager, Pool, Target};
+use scripts::{CREATE, FINALIZE, LuaScript};
+
+/// Longest TTL written, in milliseconds (about 285,000 years): keeps every
+/// TTL exact as a Lua number and inside Redis's expiry range.
+const MAX_TTL_MILLIS: u64 = (1 << 53) - 1;
+
+/// Records fetched per pipelined round trip when listing a run.
+const LIST_BATCH: usize = 256;
+
+/// The canonical invocation store on Redis or Redis Cluster.
+///
+/// Cheap to clone; clones share the connection pool. Build it inside or
+/// outside a Tokio runtime; use it inside one (connections belong to the
+/// runtime that opened them).
+#[derive(Clone)]
+pub struct RedisStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: Pool,
+    epoch: Arc<AtomicU64>,
+    keys: Keys,
+    prefix: String,
+    operation_timeout: Duration,
+    cluster: bool,
+    nodes: usize,
+    pool_size: usize,
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let inner = &self.inner;
+        f.debug_struct("RedisStore")
+            .field("mode", &if inner.cluster { "cluster" } else { "single" })
+            .field("nodes", &inner.nodes)
+            .field("pool_size", &inner.pool_size)
+            .field("key_prefix", &inner.prefix)
+            .field("operation_timeout", &inner.operation_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStore {
+    /// A store for `config`. Connects lazily: the first operation opens the
+    /// first connection. Use [`ping`](Self::ping) to check reachability.
+    ///
+    /// # Errors
+    /// [`RedisStoreError::Config`] when the configuration is invalid.
+    pub fn new(config: RedisConfig) -> Result<Self> {
+        config.validate()?;
+        let malformed = |_| RedisStoreError::Config(ConfigProblem::MalformedUrl);
+        let (target, nodes) = match &config.nodes {
+            Nodes::Single(url) => {
+                let client = Client::open(url.as_str()).map_err(malformed)?;
+                let connection = AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(config.connect_timeout))
+                    .set_response_timeout(Some(config.operation_timeout));
+                (
+                    Target::Single {
+                        client,
+                        config: connection,
+                    },
+                    1,
+                )
+            }
+            Nodes::Cluster(urls) => {
+                let client = ClusterClientBuilder::new(urls.iter().map(String::as_str))
+                    .connection_timeout(config.connect_timeout)
+                    .response_timeout(config.operation_timeout)
+                    .build()
+                    .map_err(malformed)?;
+                (Target::Cluster { client }, urls.len())
+            }
+        };
+        let epoch = Arc::new(AtomicU64::new(0));
+        let pool = Pool::builder(Manager::new(target, Arc::clone(&epoch)))
+            .max_size(config.pool_size)
+            .wait_timeout(Some(config.operation_timeout))
+            .create_timeout(Some(config.connect_timeout))
+            .recycle_timeout(Some(config.operation_timeout))
+            .runtime(deadpool::Runtime::Tokio1)
+            .build()
+            .map_err(|_| RedisStoreError::Config(ConfigProblem::Pool))?;
+        let prefix = config.effective_key_prefix().to_owned();
+        Ok(Self {
+            inner: Arc::new(Inner {
+                pool,
+                epoch,
+                keys: Keys::new(&prefix),
+                prefix,
+                operation_timeout: config.operation_timeout,
+                cluster: config.is_cluster(),
+                nodes,
+                pool_size: config.pool_size,
+            }),
+        })
+    }
+
+    /// Checks that Redis answers (one `PING`; on a cluster, every primary).
+    ///
+    /// # Errors
+    /// [`RedisStoreError::Unavailable`] when it does not within the
+    /// operation timeout.
+    pub async fn ping(&self) -> Result<()> {
+        self.inner
+            .query::<redis::Value>("ping", &redis::cmd("PING"))
+            .await
+            .map(drop)
+    }
+
+    /// The key prefix in use.
+    #[must_use]
+    pub fn key_prefix(&self) -> &str {
+        &self.inner.prefix
+    }
+
+    /// Whether this store talks to a Redis Cluster.
+    #[must_use]
+    pub fn is_cluster(&self) -> bool {
+        self.inner.cluster
+    }
+}
+
+impl Inner {
+    /// Retires every pooled connection opened so far.
+    fn retire_connections(&self) {
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+    }
+
+    fn driver_failure(
+        &self,
+        operation: &'static str,
+        error: &redis::RedisError,
+    ) -> RedisStoreError {
+        let failure = Failure::of(error);
+        if failure.retires_all_connections() {
+            self.retire_connections();
+        }
+        tracing::debug!(operation, %failure, "redis operation failed");
+        RedisStoreError::unavailable(operation, failure)
+    }
+
+    async fn checkout(&self, operation: &'static str) -> Result<Object<Manager>> {
+        self.pool.get().await.map_err(|error| match error {
+            PoolError::Timeout(TimeoutType::Wait) => {
+                RedisStoreError::unavailable(operation, Failure::PoolExhausted)
+            }
+            PoolError::Timeout(_) => RedisStoreError::unavailable(operation, Failure::Timeout),
+            PoolError::Backend(error) => self.driver_failure(operation, &error),
+            _ => RedisStoreError::unavailable(operation, Failure::Connection),
+        })
+    }
+
+    /// Checks a connection out and runs `work` on it, all within the
+    /// operation timeout. A request that times out marks its connection
+    /// broken, so it is not reused.
+    async fn with_conn<T, W>(&self, operation: &'static str, work: W) -> Result<T>
+    where
+        W: AsyncFnOnce(&mut Link) -> Result<T>,
+    {
+        let in_flight: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+        let attempt = async {
+            let mut conn = self.checkout(operation).await?;
+            let _ = in_flight.set(conn.broken_flag());
+            let result = work(conn.link()).await;
+            if let Err(error) = &result
+                && error.failure().is_some_and(Failure::breaks_connection)
+            {
+                conn.broken_flag().store(true, Ordering::Release);
+            }
+            result
+        };
+        if let Ok(result) = tokio::time::timeout(self.operation_timeout, attempt).await {
+            return result;
+        }
+        if let Some(broken) = in_flight.get() {
+            broken.store(true, Ordering::Release);
+        }
+        tracing::debug!(operation, "redis operation timed out");
+        Err(RedisStoreError::unavailable(operation, Failure::Timeout))
+    }
+
+    async fn query<T: FromRedisValue>(&self, operation: &'static str, cmd: &Cmd) -> Result<T> {
+        self.with_conn(operation, async |link: &mut Link| {
+            cmd.query_async::<T>(link)
+                .await
+                .map_err(|error| self.driver_failure(operation, &error))
+        })
+        .await
+    }
+
+    async fn pipeline<T: FromRedisValue>(
+        &self,
+        operation: &'static str,
+        pipe: &redis::Pipeline,
+    ) -> Result<T> {
+        self.with_conn(operation, async |link: &mut Link| {
+            pipe.query_async::<T>(link)
+                .await
+                .map_err(|error| self.driver_failure(operation, &error))
+        })
+        .await
+    }
+
+    /// `EVALSHA`; on `NOSCRIPT`, the same call once as `EVAL`.
+    async fn eval(
+        &self,
+        operation: &'static str,
+        script: &LuaScript,
+        keys: &[&str],
+        args: &[Cow<'_, str>],
+    ) -> Result<Vec<String>> {
+        self.with_conn(operation, async |link: &mut Link| {
+            let first = script_call("EVALSHA", &script.sha, keys, args)
+                .query_async::<redis::Value>(&mut *link)
+                .await;
+            let reply = match first {
+                Err(error) if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                    tracing::debug!(
+                        operation,
+                        "script not cached on the server; sending it once"
+                    );
+                    script_call("EVAL", script.source, keys, args)
+                        .query_async::<redis::Value>(link)
+                        .await
+                }
+                other => other,
+            }
+            .map_err(|error| self.driver_failure(operation, &error))?;
+            redis::from_redis_value::<Vec<String>>(reply)
+                .map_err(|_| RedisStoreError::unavailable(operation, Failure::Protocol))
+        })
+        .await
+    }
+}
+
+fn script_call(command: &str, script: &str, keys: &[&str], args: &[Cow<'_, str>]) -> Cmd {
+    let mut cmd = redis::cmd(command);
+    cmd.arg(script).arg(keys.len());
+    for key in keys {
+        cmd.arg(*key);
+    }
+    for arg in args {
+        cmd.arg(arg.as_ref());
+    }
+    cmd
+}
+
+fn ttl_millis(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis())
+        .unwrap_or(u64::MAX)
+        .min(MAX_TTL_MILLIS)
+}
+
+fn budget_arg(budget: Option<u32>) -> Cow<'static, str> {
+    budget.map_or(Cow::Borrowed(""), |b| Cow::Owned(b.to_string()))
+}
+
+fn reply_id(text: &str, what: &'static str) -> Result<Option<ToolCallId>, StoreError> {
+    if text.is_empty() {
+        Ok(None)
+    } else {
+        ToolCallId::new(text).map(Some).map_err(|_| corrupt(what))
+    }
+}
+
+/// Keeps the last position of every id: an id whose record expired and was
+/// created again is listed where it was created last.
+fn dedup_keep_last(ids: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    let mut seen = HashSet::with_capacity(ids.len());
+    let mut kept: Vec<Vec<u8>> = ids
+        .into_iter()
+        .rev()
+        .filter(|id| seen.insert(id.clone()))
+        .collect();
+    kept.reverse();
+    kept
+}
+
+#[async_trait]
+impl InvocationStore for RedisStore {
+    async fn create(&self, new: NewInvocation) -> Result<Created, StoreError> {
+        let inner = &self.inner;
+        let record_key = inner.keys.record(&new.key.run_id, &new.key.tool_call_id);
+        let run_keys = inner.keys.run(&new.key.run_id);
+        let fingerprint = new.scope_fingerprint.to_hex();
+        let mut args: Vec<Cow<'_, str>> = vec![
+            Cow::Owned(ttl_millis(new.ttl).to_string()),
+            budget_arg(new.budgets.tool),
+            budget_arg(new.budgets.run),
+            Cow::Owned(keys::tool_counter(&new.tool_name)),
+            Cow::Borrowed(new.key.tool_call_id.as_str()),
+            Cow::Owned(fingerprint),
+            Cow::Borrowed(if new.claim_scope { "1" } else { "0" }),
+        ];
+        for (field, value) in codec::new_record(&new) {
+            args.push(Cow::Borrowed(field));
+            args.push(value);
+        }
+        let keys = [
+            record_key.as_str(),
+            run_keys.budget.as_str(),
+            run_keys.index.as_str(),
+            run_keys.scopes.as_str(),
+        ];
+        let reply = inner.eval("create", &CREATE, &keys, &args).await?;
+        match reply
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .as_slice()
+        {
+            ["CREATED", duplicate_of, kind, id] => {
+                let duplicate_of = reply_id(duplicate_of, "create reply")?;
+                let same_scope = match (*kind, reply_id(id, "create reply")?) {
+                    ("", None) => None,
+                    ("READY", Some(id)) => Some(SameScope::Ready(id)),
+                    ("IN_FLIGHT", Some(id)) => Some(SameScope::InFlight(id)),
+                    _ => return Err(corrupt("create reply")),
+                };
+                Ok(Created {
+                    duplicate_of,
+                    same_scope,
+                })
+            }
+            ["DUPLICATE"] => Err(StoreError::Duplicate),
+            ["TOOL_BUDGET"] => Err(StoreError::ToolBudgetExhausted),
+            ["RUN_BUDGET"] => Err(StoreError::RunBudgetExhausted),
+            _ => Err(corrupt("create reply")),
+        }
+    }
+
+    async fn finalize(
+        &self,
+        key: &InvocationKey,
+        finalization: Finalization,
+    ) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        let record_key = inner.keys.record(&key.run_id, &key.tool_call_id);
+        let scopes_key = inner.keys.scopes(&key.run_id);
+        let mut args: Vec<Cow<'_, str>> = vec![
+            Cow::Borrowed(finalization.status().as_str()),
+            Cow::Borrowed(key.tool_call_id.as_str()),
+        ];
+        for (field, value) in codec::outcome(&finalization) {
+            args.push(Cow::Borrowed(field));
+            args.push(value);
+        }
+        let keys = [record_key.as_str(), scopes_key.as_str()];
+        let reply = inner.eval("finalize", &FINALIZE, &keys, &args).await?;
+        match reply
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .as_slice()
+        {
+            ["FINALIZED"] => Ok(()),
+            ["NOT_FOUND"] => Err(StoreError::NotFound),
+            ["NOT_PROJECTING", current] => Err(StoreError::NotProjecting {
+                current: InvocationStatus::parse(current).ok_or_else(|| corrupt("status"))?,
+            }),
+            ["CORRUPT"] => Err(corrupt("status")),
+            _ => Err(corrupt("finalize reply")),
+        }
+    }
+
+    async fn get(
+        &self,
+        key: &InvocationKey,
+        fields: RecordFields,
+    ) -> Result<Option<InvocationRecord>, StoreError> {
+        let mut cmd = redis::cmd("HMGET");
+        cmd.arg(self.inner.keys.record(&key.run_id, &key.tool_call_id))
+            .arg(codec::field_names(fields));
+        let values: Vec<Option<Vec<u8>>> = self.inner.query("get", &cmd).await?;
+        codec::decode(key, fields, values)
+    }
+
+    async fn list(
+        &self,
+        run_id: &RunId,
+        fields: RecordFields,
+    ) -> Result<Vec<InvocationRecord>, StoreError> {
+        let inner = &self.inner;
+        let mut lrange = redis::cmd("LRANGE");
+        lrange.arg(inner.keys.run(run_id).index).arg(0).arg(-1);
+        let ids: Vec<Vec<u8>> = inner.query("list", &lrange).await?;
+        let keys = dedup_keep_last(ids)
+            .into_iter()
+            .map(|id| codec::index_entry(run_id, id))
+            .collect::<Result<Vec<_>, _>>()?;
+        let names = codec::field_names(fields);
+        let mut records = Vec::with_capacity(keys.len());
+        for batch in keys.chunks(LIST_BATCH) {
+            let mut pipe = redis::pipe();
+            for key in batch {
+                pipe.cmd("HMGET")
+                    .arg(inner.keys.record(&key.run_id, &key.tool_call_id))
+                    .arg(&names);
+            }
+            let replies: Vec<Vec<Option<Vec<u8>>>> = inner.pipeline("list", &pipe).await?;
+            if replies.len() != batch.len() {
+                return Err(corrupt("list reply"));
+            }
+            for (key, values) in batch.iter().zip(replies) {
+                records.extend(codec::decode(key, fields, values)?);
+            }
+        }
+        Ok(records)
+    }
+
+    async fn scope_index(
+        &self,
+        run_id: &RunId,
+        fingerprint: &ScopeFingerprint,
+    ) -> Result<ScopeIndex, StoreError> {
+        let mut cmd = redis::cmd("HMGET");
+        cmd.arg(self.inner.keys.scopes(run_id))
+            .arg(keys::first_field(fingerprint))
+            .arg(keys::first_ready_field(fingerprint));
+        let values: Vec<Option<String>> = self.inner.query("scope_index", &cmd).await?;
+        let mut values = values.into_iter();
+        let mut next = || {
+            values
+                .next()
+                .flatten()
+                .map(|id| ToolCallId::new(id).map_err(|_| corrupt("scope index")))
+                .transpose()
+        };
+        Ok(ScopeIndex {
+            first: next()?,
+            first_ready: next()?,
+        })
+    }
+
+    async fn remaining_ttl(&self, key: &InvocationKey) -> Result<Option<Duration>, StoreError> {
+        let mut cmd = redis::cmd("PTTL");
+        cmd.arg(self.inner.keys.record(&key.run_id, &key.tool_call_id));
+        let millis: i64 = self.inner.query("remaining_ttl", &cmd).await?;
+        match millis {
+            -2 => Ok(None),
+            millis => u64::try_from(millis)
+                .map(|m| Some(Duration::from_millis(m)))
+                .map_err(|_| corrupt("record without TTL")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dedup_keeps_the_latest_position() {
+        let ids = ["a", "b", "a", "c", "b"]
+            .iter()
+            .map(|s| s.as_bytes().to_vec())
+            .collect();
+        let kept: Vec<Vec<u8>> = dedup_keep_last(ids);
+        assert_eq!(kept, vec![b"a".to_vec(), b"c".to_vec(), b"b".to_vec()]);
+    }
+
+    #[test]
+    fn ttl_is_capped_and_exact() {
+        assert_eq!(ttl_millis(Duration::from_millis(1500)), 1500);
+        assert_eq!(ttl_millis(Duration::MAX), MAX_TTL_MILLIS);
+    }
+}

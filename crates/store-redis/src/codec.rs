@@ -1,0 +1,251 @@
+//! A record as a Redis hash: small metadata fields, and each payload in its
+//! own field so a metadata read (`HMGET` of the small fields) never fetches
+//! a payload.
+//!
+//! | field | when | value |
+//! | --- | --- | --- |
+//! | `run_id`, `tool_call_id`, `tool_name` | always | as given |
+//! | `status` | always | `PROJECTING`, `READY`, `ERROR` |
+//! | `evidence_status` | finalized | `EVIDENCE_FOUND`, `NO_EVIDENCE`, `ERROR` |
+//! | `error_code` | ERROR | the safe code |
+//! | `scope_fp` | always | 64 hex digits |
+//! | `created_at`, `finished_at` | always / finalized | Unix milliseconds |
+//! | `replayed_from` | replayed READY | a tool call id |
+//! | `request_bytes`, `raw_bytes`, `result_bytes` | when the payload is stored | UTF-8 bytes |
+//! | `request`, `scope` | always | request text, canonical scope JSON |
+//! | `result` | READY | the bounded agent result |
+//! | `raw` | READY, ERROR when kept | the raw response (harness-only) |
+
+use std::borrow::Cow;
+
+use aci_contracts::{ErrorCode, EvidenceStatus, InvocationStatus, RunId, Timestamp, ToolCallId};
+use invocation_core::{
+    Finalization, InvocationKey, InvocationRecord, NewInvocation, RecordFields, ScopeFingerprint,
+    StoreError,
+};
+
+pub(crate) const STATUS: &str = "status";
+
+/// The small fields, in the order `decode` reads them.
+const METADATA: [&str; 13] = [
+    "run_id",
+    "tool_call_id",
+    "tool_name",
+    STATUS,
+    "evidence_status",
+    "error_code",
+    "scope_fp",
+    "created_at",
+    "finished_at",
+    "replayed_from",
+    "request_bytes",
+    "raw_bytes",
+    "result_bytes",
+];
+const WITHOUT_RAW: [&str; 3] = ["request", "scope", "result"];
+const RAW: &str = "raw";
+
+/// The fields an `HMGET` for `fields` asks for, in decode order.
+pub(crate) fn field_names(fields: RecordFields) -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = METADATA.to_vec();
+    if fields >= RecordFields::WithoutRaw {
+        names.extend(WITHOUT_RAW);
+    }
+    if fields == RecordFields::All {
+        names.push(RAW);
+    }
+    names
+}
+
+/// Field/value pairs of a new PROJECTING record.
+pub(crate) fn new_record(new: &NewInvocation) -> Vec<(&'static str, Cow<'_, str>)> {
+    vec![
+        ("run_id", Cow::Borrowed(new.key.run_id.as_str())),
+        ("tool_call_id", Cow::Borrowed(new.key.tool_call_id.as_str())),
+        ("tool_name", Cow::Borrowed(new.tool_name.as_str())),
+        (STATUS, Cow::Borrowed(InvocationStatus::Projecting.as_str())),
+        ("scope_fp", Cow::Owned(new.scope_fingerprint.to_hex())),
+        (
+            "created_at",
+            Cow::Owned(new.created_at.unix_millis().to_string()),
+        ),
+        (
+            "request_bytes",
+            Cow::Owned(new.request_json.len().to_string()),
+        ),
+        ("request", Cow::Borrowed(new.request_json.as_str())),
+        ("scope", Cow::Borrowed(new.scope_json.as_str())),
+    ]
+}
+
+/// Field/value pairs a finalization writes.
+pub(crate) fn outcome(finalization: &Finalization) -> Vec<(&'static str, Cow<'_, str>)> {
+    match finalization {
+        Finalization::Ready {
+            evidence,
+            raw_json,
+            agent_result_json,
+            replayed_from,
+            finished_at,
+        } => {
+            let mut pairs = vec![
+                (STATUS, Cow::Borrowed(InvocationStatus::Ready.as_str())),
+                ("evidence_status", Cow::Borrowed(evidence.status().as_str())),
+                (
+                    "finished_at",
+                    Cow::Owned(finished_at.unix_millis().to_string()),
+                ),
+                ("raw_bytes", Cow::Owned(raw_json.len().to_string())),
+                (
+                    "result_bytes",
+                    Cow::Owned(agent_result_json.len().to_string()),
+                ),
+                (RAW, Cow::Borrowed(raw_json.as_str())),
+                ("result", Cow::Borrowed(agent_result_json.as_str())),
+            ];
+            if let Some(source) = replayed_from {
+                pairs.push(("replayed_from", Cow::Borrowed(source.as_str())));
+            }
+            pairs
+        }
+        Finalization::Error {
+            error_code,
+            raw_json,
+            finished_at,
+        } => {
+            let mut pairs = vec![
+                (STATUS, Cow::Borrowed(InvocationStatus::Error.as_str())),
+                (
+                    "evidence_status",
+                    Cow::Borrowed(EvidenceStatus::Error.as_str()),
+                ),
+                ("error_code", Cow::Borrowed(error_code.as_str())),
+                (
+                    "finished_at",
+                    Cow::Owned(finished_at.unix_millis().to_string()),
+                ),
+            ];
+            if let Some(raw) = raw_json {
+                pairs.push(("raw_bytes", Cow::Owned(raw.len().to_string())));
+                pairs.push((RAW, Cow::Borrowed(raw.as_str())));
+            }
+            pairs
+        }
+    }
+}
+
+type Field = Option<Vec<u8>>;
+
+/// Decodes an `HMGET` reply for `fields` of the record at `key`. `None` when
+/// the record does not exist (every field missing).
+pub(crate) fn decode(
+    key: &InvocationKey,
+    fields: RecordFields,
+    values: Vec<Field>,
+) -> Result<Option<InvocationRecord>, StoreError> {
+    if values.len() != field_names(fields).len() {
+        return Err(corrupt("field count"));
+    }
+    if values.iter().all(Option::is_none) {
+        return Ok(None);
+    }
+    let mut values = values.into_iter();
+    let mut next = || values.next().flatten();
+
+    let run_id = required(next(), "run_id")?;
+    let tool_call_id = required(next(), "tool_call_id")?;
+    if run_id != key.run_id.as_str() || tool_call_id != key.tool_call_id.as_str() {
+        return Err(corrupt("ids"));
+    }
+    let tool_name = required(next(), "tool_name")?;
+    let status =
+        InvocationStatus::parse(&required(next(), "status")?).ok_or_else(|| corrupt("status"))?;
+    let evidence_status = optional(next(), "evidence_status")?
+        .map(|s| EvidenceStatus::parse(&s).ok_or_else(|| corrupt("evidence_status")))
+        .transpose()?;
+    let error_code = optional(next(), "error_code")?
+        .map(|s| ErrorCode::parse(&s).ok_or_else(|| corrupt("error_code")))
+        .transpose()?;
+    let scope_fingerprint: ScopeFingerprint = required(next(), "scope_fp")?
+        .parse()
+        .map_err(|_| corrupt("scope_fp"))?;
+    let created_at = millis(required(next(), "created_at")?, "created_at")?;
+    let finished_at = optional(next(), "finished_at")?
+        .map(|s| millis(s, "finished_at"))
+        .transpose()?;
+    let replayed_from = optional(next(), "replayed_from")?
+        .map(|s| ToolCallId::new(s).map_err(|_| corrupt("replayed_from")))
+        .transpose()?;
+    let request_bytes = size(required(next(), "request_bytes")?, "request_bytes")?;
+    let raw_bytes = optional(next(), "raw_bytes")?
+        .map(|s| size(s, "raw_bytes"))
+        .transpose()?;
+    let agent_result_bytes = optional(next(), "result_bytes")?
+        .map(|s| size(s, "result_bytes"))
+        .transpose()?;
+    let (request_json, scope_json, agent_result_json) = if fields >= RecordFields::WithoutRaw {
+        (
+            Some(required(next(), "request")?),
+            Some(required(next(), "scope")?),
+            optional(next(), "result")?,
+        )
+    } else {
+        (None, None, None)
+    };
+    let raw_json = if fields == RecordFields::All {
+        optional(next(), "raw")?
+    } else {
+        None
+    };
+    Ok(Some(InvocationRecord {
+        key: key.clone(),
+        tool_name,
+        status,
+        evidence_status,
+        error_code,
+        scope_fingerprint,
+        created_at,
+        finished_at,
+        replayed_from,
+        request_bytes,
+        raw_bytes,
+        agent_result_bytes,
+        request_json,
+        scope_json,
+        agent_result_json,
+        raw_json,
+    }))
+}
+
+/// The key of a record of `run_id` named in the run index.
+pub(crate) fn index_entry(run_id: &RunId, entry: Vec<u8>) -> Result<InvocationKey, StoreError> {
+    let id = String::from_utf8(entry)
+        .ok()
+        .and_then(|s| ToolCallId::new(s).ok())
+        .ok_or_else(|| corrupt("run index"))?;
+    Ok(InvocationKey::new(run_id.clone(), id))
+}
+
+pub(crate) const fn corrupt(what: &'static str) -> StoreError {
+    StoreError::Corrupt { what }
+}
+
+fn optional(value: Field, what: &'static str) -> Result<Option<String>, StoreError> {
+    value
+        .map(|bytes| String::from_utf8(bytes).map_err(|_| corrupt(what)))
+        .transpose()
+}
+
+fn required(value: Field, what: &'static str) -> Result<String, StoreError> {
+    optional(value, what)?.ok_or_else(|| corrupt(what))
+}
+
+fn millis(text: String, what: &'static str) -> Result<Timestamp, StoreError> {
+    text.parse::<i64>()
+        .map(Timestamp::from_unix_millis)
+        .map_err(|_| corrupt(what))
+}
+
+fn size(text: String, what: &'static str) -> Result<u64, StoreError> {
+    text.parse::<u64>().map_err(|_| corrupt(what))
+}

@@ -1,0 +1,184 @@
+//! The adapter's error type: configuration problems and sanitized driver failures.
+
+use std::fmt;
+
+use invocation_core::StoreError;
+use redis::{ErrorKind, RedisError, ServerErrorKind};
+
+/// A `Result` with [`RedisStoreError`].
+pub type Result<T, E = RedisStoreError> = std::result::Result<T, E>;
+
+/// Why the Redis store could not be built or reached.
+///
+/// Display and Debug never contain a URL, host, port, password, key or
+/// payload: driver errors are reduced to a [`Failure`] category before they
+/// are stored here.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RedisStoreError {
+    /// The configuration is invalid.
+    #[error("invalid Redis store configuration: {0}")]
+    Config(ConfigProblem),
+    /// Redis could not be reached or did not answer in time.
+    #[error("Redis {operation} failed: {failure}")]
+    Unavailable {
+        /// The store operation (`create`, `finalize`, `get`, …).
+        operation: &'static str,
+        /// What went wrong, as a category.
+        failure: Failure,
+    },
+}
+
+impl RedisStoreError {
+    /// Stable SCREAMING_SNAKE code.
+    #[must_use]
+    pub const fn code(&self) -> &'static str {
+        match self {
+            Self::Config(_) => "REDIS_CONFIG_INVALID",
+            Self::Unavailable { .. } => "STORE_UNAVAILABLE",
+        }
+    }
+
+    /// Whether the same operation may succeed later.
+    #[must_use]
+    pub const fn is_transient(&self) -> bool {
+        matches!(self, Self::Unavailable { .. })
+    }
+
+    /// The failure category, for [`RedisStoreError::Unavailable`].
+    #[must_use]
+    pub const fn failure(&self) -> Option<Failure> {
+        match self {
+            Self::Unavailable { failure, .. } => Some(*failure),
+            Self::Config(_) => None,
+        }
+    }
+
+    pub(crate) const fn unavailable(operation: &'static str, failure: Failure) -> Self {
+        Self::Unavailable { operation, failure }
+    }
+}
+
+impl From<RedisStoreError> for StoreError {
+    fn from(error: RedisStoreError) -> Self {
+        Self::unavailable(error)
+    }
+}
+
+/// What is wrong with a [`RedisConfig`](crate::RedisConfig). Never echoes the
+/// offending value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigProblem {
+    /// No URL (single node) or no node URL (cluster) was given.
+    #[error("no Redis URL was given")]
+    MissingUrl,
+    /// A URL does not start with `redis://` or `rediss://`.
+    #[error("a Redis URL must start with redis:// or rediss://")]
+    UnsupportedScheme,
+    /// A URL could not be parsed.
+    #[error("a Redis URL is malformed")]
+    MalformedUrl,
+    /// Cluster node URLs mix `redis://` and `rediss://`.
+    #[error("cluster node URLs must all use the same scheme")]
+    MixedSchemes,
+    /// `rediss://` needs TLS support, which this build does not include.
+    #[error("rediss:// (TLS) is not supported by this build")]
+    TlsUnsupported,
+    /// The pool size is zero.
+    #[error("the pool size must be at least 1")]
+    ZeroPoolSize,
+    /// A timeout is zero.
+    #[error("timeouts must be longer than zero")]
+    ZeroTimeout,
+    /// The connection pool could not be built.
+    #[error("the connection pool could not be built")]
+    Pool,
+    /// The key prefix is empty, too long, or holds a byte outside
+    /// `[A-Za-z0-9_.:-]` (braces would break the `{run_id}` hash tag).
+    #[error("the key prefix must be 1 to 64 bytes of [A-Za-z0-9_.:-]")]
+    InvalidKeyPrefix,
+}
+
+/// The category of a Redis failure. Safe to log: carries no address, key or
+/// server message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Failure {
+    /// The operation did not finish within the operation timeout.
+    Timeout,
+    /// No pooled connection became free within the operation timeout.
+    PoolExhausted,
+    /// The server refused the connection (nothing listens there).
+    ConnectionRefused,
+    /// An established connection was closed or reset.
+    ConnectionLost,
+    /// Connecting, sending or receiving failed otherwise.
+    Connection,
+    /// Authentication was refused.
+    Authentication,
+    /// Redis Cluster could not route the command (slots moving, cluster down,
+    /// no connection to the node owning the slot).
+    Cluster,
+    /// The server refused the command (out of memory, read-only replica,
+    /// script error, …).
+    Server,
+    /// The server's reply did not have the expected shape.
+    Protocol,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Timeout => f.write_str("timed out"),
+            Self::PoolExhausted => f.write_str("no pooled connection became free in time"),
+            Self::ConnectionRefused => f.write_str("connection refused"),
+            Self::ConnectionLost => f.write_str("connection lost"),
+            Self::Connection => f.write_str("connection failed"),
+            Self::Authentication => f.write_str("authentication was refused"),
+            Self::Cluster => f.write_str("the cluster could not route the command"),
+            Self::Server => f.write_str("the server refused the command"),
+            Self::Protocol => f.write_str("unexpected reply"),
+        }
+    }
+}
+
+impl Failure {
+    /// Classifies a driver error without keeping any of its text.
+    pub(crate) fn of(error: &RedisError) -> Self {
+        if error.is_timeout() {
+            return Self::Timeout;
+        }
+        match error.kind() {
+            ErrorKind::Io if error.is_connection_refusal() => Self::ConnectionRefused,
+            ErrorKind::Io if error.is_connection_dropped() => Self::ConnectionLost,
+            ErrorKind::Io => Self::Connection,
+            ErrorKind::AuthenticationFailed | ErrorKind::Server(ServerErrorKind::NoPerm) => {
+                Self::Authentication
+            }
+            ErrorKind::ClusterConnectionNotFound => Self::Cluster,
+            ErrorKind::Parse | ErrorKind::UnexpectedReturnType => Self::Protocol,
+            _ if error.is_cluster_error() => Self::Cluster,
+            ErrorKind::Server(_) | ErrorKind::Extension => Self::Server,
+            _ => Self::Connection,
+        }
+    }
+
+    /// Whether every pooled connection may be dead (the server restarted,
+    /// failed over, or went away), so all of them should be replaced.
+    pub(crate) const fn retires_all_connections(self) -> bool {
+        matches!(
+            self,
+            Self::ConnectionRefused
+                | Self::ConnectionLost
+                | Self::Connection
+                | Self::Authentication
+                | Self::Cluster
+        )
+    }
+
+    /// Whether the connection the failure happened on must not be reused.
+    pub(crate) const fn breaks_connection(self) -> bool {
+        matches!(self, Self::Timeout | Self::Protocol) || self.retires_all_connections()
+    }
+}
