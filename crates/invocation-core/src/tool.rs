@@ -52,6 +52,9 @@ pub enum ExecutionErrorKind {
     QueryRejected,
     /// The request is invalid in a way only the executor can tell (`INVALID_INPUT`).
     InvalidInput,
+    /// The source gave up on the request in time, for example a server-side
+    /// statement timeout (`EXECUTION_TIMEOUT`).
+    Timeout,
 }
 
 impl ExecutionErrorKind {
@@ -63,6 +66,7 @@ impl ExecutionErrorKind {
             Self::DataSourceUnknown => ErrorCode::DataSourceUnknown,
             Self::QueryRejected => ErrorCode::QueryRejected,
             Self::InvalidInput => ErrorCode::InvalidInput,
+            Self::Timeout => ErrorCode::ExecutionTimeout,
         }
     }
 }

@@ -1,0 +1,377 @@
+//! The real, read-only executor over `mysql_async`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use mysql_async::prelude::Queryable;
+use mysql_async::{Opts, Params, Pool, TxOpts};
+
+use super::config::{MysqlConfig, redact_url};
+use super::convert;
+use crate::{Error, MysqlExecutor, MysqlQuery, RawResultSet, RawValue, Result, gate};
+
+/// SQL modes that change how statements are lexed (string quotes, backslash
+/// escapes), or that imply one of those. They are cleared for the session so
+/// that the server reads a statement the way the gate's parser did.
+const LEXICAL_SQL_MODES: &[&str] = &[
+    "ANSI_QUOTES",
+    "NO_BACKSLASH_ESCAPES",
+    "ANSI",
+    "DB2",
+    "MAXDB",
+    "MSSQL",
+    "ORACLE",
+    "POSTGRESQL",
+];
+
+/// Which server dialect a data source speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flavor {
+    /// `max_statement_time`, in seconds.
+    MariaDb,
+    /// `max_execution_time`, in milliseconds.
+    MySql,
+}
+
+struct Source {
+    pool: Pool,
+    fetch_rows: usize,
+    timeout: Duration,
+    redacted_url: String,
+    flavor: OnceLock<Flavor>,
+}
+
+impl fmt::Debug for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Source")
+            .field("url", &self.redacted_url)
+            .field("fetch_rows", &self.fetch_rows)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The read-only [`MysqlExecutor`] over `mysql_async` connection pools, one
+/// per configured data source.
+///
+/// Each statement
+/// 1. must name a configured data source (else [`Error::DataSourceUnknown`]);
+/// 2. must pass the [SQL gate](crate::gate) (else [`Error::QueryRejected`] or
+///    [`Error::ParamCountMismatch`]);
+/// 3. then runs with the server-side defenses of [`run_read_only`](Self::run_read_only).
+///
+/// Pools connect lazily: building the executor does no I/O.
+pub struct MysqlAsyncExecutor {
+    sources: BTreeMap<String, Source>,
+    connect_timeout: Duration,
+    max_value_bytes: usize,
+    max_raw_bytes: usize,
+}
+
+impl fmt::Debug for MysqlAsyncExecutor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MysqlAsyncExecutor")
+            .field("sources", &self.sources)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("max_value_bytes", &self.max_value_bytes)
+            .field("max_raw_bytes", &self.max_raw_bytes)
+            .finish()
+    }
+}
+
+impl MysqlAsyncExecutor {
+    /// An executor over the data sources of `config`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a blank name, an unparsable URL (which is
+    /// not repeated in the error), or a zero row cap or time limit.
+    pub fn new(config: &MysqlConfig) -> Result<Self> {
+        let mut sources = BTreeMap::new();
+        for (name, source) in &config.data_sources {
+            let invalid = |problem| Error::InvalidConfig {
+                data_source: name.clone(),
+                problem,
+            };
+            if name.trim().is_empty() {
+                return Err(invalid("the data source name is blank"));
+            }
+            let opts = Opts::from_url(&source.url)
+                .map_err(|_| invalid("the url is not a valid MySQL URL"))?;
+            if source.fetch_rows() == 0 {
+                return Err(invalid("max_rows must be at least 1"));
+            }
+            if source.statement_timeout().is_zero() {
+                return Err(invalid("timeout_ms must be at least 1"));
+            }
+            // No LOCAL INFILE handler is ever installed, so the driver never
+            // sends a local file.
+            sources.insert(
+                name.clone(),
+                Source {
+                    pool: Pool::new(opts),
+                    fetch_rows: source.fetch_rows(),
+                    timeout: source.statement_timeout(),
+                    redacted_url: redact_url(&source.url),
+                    flavor: OnceLock::new(),
+                },
+            );
+        }
+        if config.value_bytes() == 0 || config.raw_bytes() == 0 {
+            return Err(Error::InvalidConfig {
+                data_source: String::new(),
+                problem: "max_value_bytes and max_raw_bytes must be at least 1",
+            });
+        }
+        Ok(Self {
+            sources,
+            connect_timeout: config.connect_timeout(),
+            max_value_bytes: config.value_bytes(),
+            max_raw_bytes: config.raw_bytes(),
+        })
+    }
+
+    /// The configured logical names, sorted.
+    pub fn data_source_names(&self) -> impl Iterator<Item = &str> {
+        self.sources.keys().map(String::as_str)
+    }
+
+    /// Runs `query` with the server-side defenses only, WITHOUT the SQL gate.
+    ///
+    /// This is the lower layer of [`MysqlExecutor::query`]; it exists so the
+    /// server-side defenses can be shown to hold on their own (tests, audits).
+    /// Never hand it agent input.
+    ///
+    /// Server-side defenses, in order:
+    /// - a connection from the source's pool within the connect timeout;
+    /// - session settings: the statement time limit (`max_statement_time` in
+    ///   seconds on MariaDB, `max_execution_time` in milliseconds on MySQL),
+    ///   `sql_select_limit` = row cap + 1, and `sql_mode` without the modes
+    ///   that change lexing (`ANSI_QUOTES`, `NO_BACKSLASH_ESCAPES`, ...);
+    /// - `SET TRANSACTION READ ONLY` + `START TRANSACTION`, always rolled back;
+    /// - the statement is prepared and executed with its params (never
+    ///   interpolated), and rows are streamed: at most row cap + 1 are read,
+    ///   values longer than `max_value_bytes` are shortened, and reading stops
+    ///   when the raw byte budget is reached;
+    /// - the whole call is bounded by connect timeout + statement limit + 1 s.
+    ///
+    /// # Errors
+    /// [`Error::DataSourceUnknown`], [`Error::Connect`], [`Error::Query`]
+    /// (see [`Error::server_code`]) or [`Error::Timeout`].
+    pub async fn run_read_only(&self, query: MysqlQuery<'_>) -> Result<RawResultSet> {
+        let source = self.source(query.data_source)?;
+        let limit = self.connect_timeout + source.timeout + Duration::from_secs(1);
+        tokio::time::timeout(limit, self.run(source, query))
+            .await
+            .unwrap_or(Err(Error::Timeout))
+    }
+
+    /// Closes every pool, waiting for their connections to be returned.
+    ///
+    /// # Errors
+    /// [`Error::Connect`] when a pool fails to close cleanly.
+    pub async fn disconnect(self) -> Result<()> {
+        for source in self.sources.into_values() {
+            source
+                .pool
+                .disconnect()
+                .await
+                .map_err(|e| Error::Connect(Some(e.into())))?;
+        }
+        Ok(())
+    }
+
+    fn source(&self, name: &str) -> Result<&Source> {
+        self.sources.get(name).ok_or(Error::DataSourceUnknown)
+    }
+
+    async fn run(&self, source: &Source, query: MysqlQuery<'_>) -> Result<RawResultSet> {
+        let mut conn = tokio::time::timeout(self.connect_timeout, source.pool.get_conn())
+            .await
+            .map_err(|_| Error::Connect(None))?
+            .map_err(|e| Error::Connect(Some(e.into())))?;
+
+        let flavor = match source.flavor.get() {
+            Some(flavor) => *flavor,
+            None => {
+                let version: Option<String> = conn
+                    .query_first("SELECT VERSION()")
+                    .await
+                    .map_err(query_error)?;
+                let flavor = if version.is_some_and(|v| v.contains("MariaDB")) {
+                    Flavor::MariaDb
+                } else {
+                    Flavor::MySql
+                };
+                *source.flavor.get_or_init(|| flavor)
+            }
+        };
+        conn.query_drop(session_settings(flavor, source.timeout, source.fetch_rows))
+            .await
+            .map_err(query_error)?;
+
+        let mut options = TxOpts::new();
+        options.with_readonly(Some(true));
+        let mut tx = conn.start_transaction(options).await.map_err(query_error)?;
+        let params = if query.params.is_empty() {
+            Params::Empty
+        } else {
+            Params::Positional(query.params.iter().map(convert::param).collect())
+        };
+        let mut result = tx.exec_iter(query.sql, params).await.map_err(query_error)?;
+        let columns: Vec<_> = result
+            .columns()
+            .map(|columns| columns.iter().map(convert::column).collect())
+            .unwrap_or_default();
+
+        let mut raw = RawResultSet {
+            columns,
+            ..RawResultSet::default()
+        };
+        let width = raw.columns.len().max(1);
+        // Per value: the configured cap, shrunk for wide rows so one row stays
+        // within half the byte budget.
+        let value_bytes = self
+            .max_value_bytes
+            .min((self.max_raw_bytes / 2 / width).max(64));
+        let mut raw_bytes = 0usize;
+        let mut finished = false;
+        loop {
+            let Some(row) = result.next().await.map_err(query_error)? else {
+                finished = true;
+                break;
+            };
+            if raw.rows.len() == source.fetch_rows {
+                raw.more_rows = true;
+                break;
+            }
+            let mut values = Vec::with_capacity(raw.columns.len());
+            let mut row_bytes = 0usize;
+            for (value, column) in row.unwrap().into_iter().zip(&raw.columns) {
+                let (value, cut) = convert::value(value, column.kind, value_bytes);
+                raw.values_shortened |= cut;
+                row_bytes += RawValue::recorded_bytes_upper_bound(&value);
+                values.push(value);
+            }
+            // The first row is always kept, so rows found are never reported as none.
+            if !raw.rows.is_empty() && raw_bytes + row_bytes > self.max_raw_bytes {
+                raw.more_rows = true;
+                break;
+            }
+            raw_bytes += row_bytes;
+            raw.rows.push(values);
+        }
+        if raw.more_rows {
+            // The server already stops at row cap + 1 (`sql_select_limit`)
+            // unless the statement has its own larger LIMIT; see whether the
+            // result is done so the connection can be reused at once.
+            finished = result.next().await.map_err(query_error)?.is_none();
+        }
+        if finished {
+            drop(result);
+            tx.rollback().await.map_err(query_error)?;
+        }
+        // Otherwise dropping the unfinished result and transaction leaves the
+        // pool to discard the remaining rows and roll back in the background,
+        // bounded by the server-side statement time limit.
+        Ok(raw)
+    }
+}
+
+/// One `SET SESSION` statement with the time limit, the row cap and a
+/// lexically neutral `sql_mode`.
+fn session_settings(flavor: Flavor, timeout: Duration, fetch_rows: usize) -> String {
+    let time_limit = match flavor {
+        Flavor::MariaDb => format!(
+            "max_statement_time = {:.3}",
+            timeout.as_secs_f64().max(0.001)
+        ),
+        Flavor::MySql => format!(
+            "max_execution_time = {}",
+            timeout.as_millis().clamp(1, u128::from(u32::MAX))
+        ),
+    };
+    let mut mode = "CONCAT(',', @@SESSION.sql_mode, ',')".to_owned();
+    for name in LEXICAL_SQL_MODES {
+        mode = format!("REPLACE({mode}, ',{name},', ',')");
+    }
+    format!(
+        "SET SESSION {time_limit}, SESSION sql_select_limit = {}, SESSION sql_mode = TRIM(BOTH ',' FROM {mode})",
+        fetch_rows.saturating_add(1)
+    )
+}
+
+fn query_error(error: mysql_async::Error) -> Error {
+    Error::Query(error.into())
+}
+
+#[async_trait]
+impl MysqlExecutor for MysqlAsyncExecutor {
+    async fn query(&self, query: MysqlQuery<'_>) -> Result<RawResultSet> {
+        self.source(query.data_source)?;
+        gate::check_query(query.sql, query.params.len())?;
+        self.run_read_only(query).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DataSourceConfig;
+
+    #[tokio::test]
+    async fn no_data_sources_means_every_name_is_unknown() {
+        let executor = MysqlAsyncExecutor::new(&MysqlConfig::new()).unwrap();
+        let query = MysqlQuery {
+            data_source: "orders",
+            sql: "SELECT 1",
+            params: &[],
+        };
+        let error = executor.query(query).await.unwrap_err();
+        assert!(matches!(error, Error::DataSourceUnknown));
+        assert_eq!(
+            error.into_execution_error().error_code(),
+            aci_contracts::ErrorCode::DataSourceUnknown
+        );
+    }
+
+    #[test]
+    fn bad_configuration_is_refused_without_echoing_the_url() {
+        for (source, problem) in [
+            (DataSourceConfig::new("postgres://u:hunter2@h/db"), "url"),
+            (
+                DataSourceConfig::new("mysql://u:hunter2@h/db").max_rows(0),
+                "max_rows",
+            ),
+            (
+                DataSourceConfig::new("mysql://u:hunter2@h/db").timeout(Duration::ZERO),
+                "timeout_ms",
+            ),
+        ] {
+            let error = MysqlAsyncExecutor::new(&MysqlConfig::new().data_source("orders", source))
+                .unwrap_err();
+            let text = format!("{error} {error:?}");
+            assert!(text.contains(problem) && text.contains("orders"), "{text}");
+            assert!(!text.contains("hunter2") && !text.contains("u:"), "{text}");
+            assert_eq!(error.code(), "INVALID_CONFIG");
+        }
+        let error = MysqlAsyncExecutor::new(
+            &MysqlConfig::new().data_source(" ", DataSourceConfig::new("mysql://h/db")),
+        )
+        .unwrap_err();
+        assert_eq!(error.code(), "INVALID_CONFIG");
+    }
+
+    #[test]
+    fn session_settings_per_flavor() {
+        let maria = session_settings(Flavor::MariaDb, Duration::from_millis(1500), 100);
+        assert!(maria.starts_with(
+            "SET SESSION max_statement_time = 1.500, SESSION sql_select_limit = 101,"
+        ));
+        let mysql = session_settings(Flavor::MySql, Duration::from_millis(1500), 100);
+        assert!(mysql.starts_with("SET SESSION max_execution_time = 1500,"));
+        assert!(mysql.contains("REPLACE(") && mysql.contains(",ANSI_QUOTES,"));
+    }
+}

@@ -1,0 +1,210 @@
+//! The SQL gate table: what gets through and what is refused, and why.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use projectors_mysql::gate::check_query;
+use projectors_mysql::{Error, Rejection};
+
+#[test]
+fn read_only_queries_are_accepted() {
+    for (sql, params) in [
+        ("SELECT 1", 0),
+        ("select 1;", 0),
+        ("  SELECT id, status FROM orders WHERE id = ?  ", 1),
+        (
+            "SELECT * FROM orders WHERE a = ? AND b IN (?, ?) LIMIT ?",
+            4,
+        ),
+        ("SELECT 'a ? in a literal', ? FROM dual", 1),
+        ("SELECT `select`, \"x\" FROM `t` -- trailing comment\n", 0),
+        ("SELECT 1 # hash comment", 0),
+        ("SELECT /* plain comment */ 1", 0),
+        ("SELECT a FROM t1 UNION SELECT b FROM t2", 0),
+        (
+            "SELECT a FROM t1 UNION ALL SELECT b FROM t2 ORDER BY 1 LIMIT 10",
+            0,
+        ),
+        ("(SELECT 1) UNION (SELECT 2)", 0),
+        (
+            "WITH recent AS (SELECT * FROM orders WHERE created_at > ?) SELECT count(*) FROM recent",
+            1,
+        ),
+        (
+            "WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < 10) SELECT n FROM seq",
+            0,
+        ),
+        (
+            "SELECT o.id, c.name FROM orders o JOIN customers c ON c.id = o.customer_id WHERE o.state = ?",
+            1,
+        ),
+        (
+            "SELECT state, COUNT(*) AS n FROM orders GROUP BY state HAVING n > ? ORDER BY n DESC",
+            1,
+        ),
+        (
+            "SELECT * FROM t WHERE id IN (SELECT id FROM u WHERE flag = 1)",
+            0,
+        ),
+        ("SELECT JSON_EXTRACT(doc, '$.a') FROM t", 0),
+        ("SELECT 'sleep(5)' AS note", 0),
+        (
+            "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = DATABASE()",
+            0,
+        ),
+        ("SELECT @@version", 0),
+        ("SELECT 'it''s', 'a\\'b' FROM dual", 0),
+        ("SELECT updated_at, lock_version, into_count FROM t", 0),
+        (
+            "SELECT a, ROW_NUMBER() OVER (PARTITION BY b ORDER BY c) FROM t",
+            0,
+        ),
+        (
+            "SELECT * FROM t WHERE created > NOW() - INTERVAL ? MINUTE LIMIT 10, 20",
+            1,
+        ),
+        (
+            "SELECT doc->>'$.a', GROUP_CONCAT(x SEPARATOR ',') FROM t WHERE b REGEXP '^x' GROUP BY 1",
+            0,
+        ),
+        ("SELECT a FROM t INTERSECT SELECT a FROM u", 0),
+        ("SELECT _utf8mb4'x', X'41', N'y', CAST(a AS CHAR) FROM t", 0),
+    ] {
+        assert_eq!(check_query(sql, params).unwrap(), params, "{sql}");
+    }
+}
+
+#[test]
+fn everything_else_is_rejected_with_its_reason() {
+    use Rejection::*;
+    let mut wrong = Vec::new();
+    for (sql, reason) in [
+        ("", Empty),
+        ("   ", Empty),
+        (";", Empty),
+        ("-- only a comment", Empty),
+        // Writes and DDL.
+        ("INSERT INTO t VALUES (1)", Into),
+        ("INSERT t VALUES (1)", NotAQuery),
+        ("REPLACE INTO t VALUES (1)", Into),
+        ("UPDATE t SET a = 1", NotAQuery),
+        ("DELETE FROM t", NotAQuery),
+        ("TRUNCATE TABLE t", NotAQuery),
+        ("CREATE TABLE x (a INT)", NotAQuery),
+        ("CREATE TABLE x AS SELECT * FROM t", NotAQuery),
+        ("DROP TABLE t", NotAQuery),
+        ("ALTER TABLE t ADD COLUMN b INT", NotAQuery),
+        ("RENAME TABLE a TO b", NotAQuery),
+        ("GRANT ALL ON *.* TO 'x'@'%'", NotAQuery),
+        ("CALL p()", NotAQuery),
+        ("DO SLEEP(1)", ForbiddenFunction),
+        ("SET @a = 1", NotAQuery),
+        ("SET GLOBAL max_connections = 1", NotAQuery),
+        ("LOCK TABLES t READ", LockingClause),
+        ("UNLOCK TABLES", NotAQuery),
+        ("START TRANSACTION", NotAQuery),
+        ("COMMIT", NotAQuery),
+        ("USE mysql", NotAQuery),
+        ("PREPARE s FROM 'DELETE FROM t'", Unparsable),
+        ("HANDLER t OPEN", Unparsable),
+        ("KILL 1", NotAQuery),
+        ("LOAD DATA INFILE '/etc/passwd' INTO TABLE t", Into),
+        // Metadata statements.
+        ("SHOW TABLES", NotAQuery),
+        ("SHOW GRANTS", NotAQuery),
+        ("EXPLAIN SELECT 1", NotAQuery),
+        ("DESCRIBE t", NotAQuery),
+        ("VALUES (1, 2)", NotASelect),
+        // Several statements, however hidden.
+        ("SELECT 1; SELECT 2", MultipleStatements),
+        ("SELECT 1; DROP TABLE t", MultipleStatements),
+        ("SELECT 1 -- x\n; DELETE FROM t", MultipleStatements),
+        ("SELECT 1 /* ; */ ; UPDATE t SET a = 1", MultipleStatements),
+        // Comment tricks.
+        ("SELECT 1 /*! , SLEEP(10) */", ExecutableComment),
+        (
+            "SELECT 1 /*!50000 UNION SELECT user FROM mysql.user */",
+            ExecutableComment,
+        ),
+        ("SELECT 1 /*M! , SLEEP(10) */", ExecutableComment),
+        (
+            "SELECT /*+ MAX_EXECUTION_TIME(100000) */ 1",
+            ExecutableComment,
+        ),
+        ("SELECT 1 --1, SLEEP(5)", ForbiddenFunction),
+        // Exfiltration and side effects inside SELECT.
+        ("SELECT * FROM t INTO OUTFILE '/tmp/x'", Into),
+        ("SELECT * FROM t INTO DUMPFILE '/tmp/x'", Into),
+        ("SELECT a INTO @v FROM t", Into),
+        ("SELECT @a := 1", Assignment),
+        ("SELECT * FROM t FOR UPDATE", LockingClause),
+        ("SELECT * FROM t FOR SHARE", LockingClause),
+        ("SELECT * FROM t LOCK IN SHARE MODE", LockingClause),
+        (
+            "SELECT * FROM t WHERE id IN (SELECT id FROM u FOR UPDATE)",
+            LockingClause,
+        ),
+        ("SELECT SLEEP(10)", ForbiddenFunction),
+        ("SELECT sleep (10)", ForbiddenFunction),
+        ("SELECT `SLEEP`(10)", ForbiddenFunction),
+        (
+            "SELECT * FROM t WHERE a = 1 AND BENCHMARK(100000000, MD5('x'))",
+            ForbiddenFunction,
+        ),
+        ("SELECT LOAD_FILE('/etc/passwd')", ForbiddenFunction),
+        ("SELECT GET_LOCK('l', 10)", ForbiddenFunction),
+        ("SELECT RELEASE_LOCK('l')", ForbiddenFunction),
+        ("SELECT MASTER_POS_WAIT('log', 4)", ForbiddenFunction),
+        ("SELECT NEXTVAL(s)", ForbiddenFunction),
+        ("SELECT NEXT VALUE FOR s", ForbiddenFunction),
+        (
+            "WITH x AS (SELECT SLEEP(1)) SELECT * FROM x",
+            ForbiddenFunction,
+        ),
+        ("SELECT * FROM t PROCEDURE ANALYSE()", UnsupportedClause),
+        ("SELECT * FROM t WHERE id = ?1", UnsupportedPlaceholder),
+        // Not MySQL at all.
+        ("SELEC 1", Unparsable),
+        ("SELECT 'unterminated", Unparsable),
+    ] {
+        match check_query(sql, 0) {
+            Err(Error::QueryRejected { reason: got }) if got == reason => {}
+            other => wrong.push(format!("{sql}: expected {reason:?}, got {other:?}")),
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[test]
+fn placeholder_count_must_match_params() {
+    for (sql, params, placeholders) in [
+        ("SELECT ?", 0, 1),
+        ("SELECT 1", 1, 0),
+        ("SELECT * FROM t WHERE a = ? AND b = ?", 1, 2),
+    ] {
+        match check_query(sql, params) {
+            Err(error @ Error::ParamCountMismatch { .. }) => {
+                assert!(matches!(
+                    error,
+                    Error::ParamCountMismatch { placeholders: p, params: q } if p == placeholders && q == params
+                ));
+                assert_eq!(
+                    error.execution_kind(),
+                    invocation_core::ExecutionErrorKind::InvalidInput
+                );
+            }
+            other => panic!("{sql}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn rejections_never_echo_the_statement() {
+    let sql = "SELECT secret_column FROM t INTO OUTFILE '/tmp/leak'";
+    let error = check_query(sql, 0).unwrap_err();
+    for text in [error.to_string(), format!("{error:?}")] {
+        assert!(
+            !text.contains("secret_column") && !text.contains("/tmp/leak"),
+            "{text}"
+        );
+    }
+    assert_eq!(error.code(), "QUERY_REJECTED");
+}
