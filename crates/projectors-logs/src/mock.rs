@@ -416,6 +416,20 @@ fn application(set: &mut DataSet) {
             &f,
         );
     }
+    // The gateway times out the order calls stuck waiting for a connection.
+    for k in 0..9 {
+        let f = app_fields(set, "api-gateway", "api-gateway-6b8c4d-tz9rw", NODES[2]);
+        let waited = set.number(30_000, 40);
+        set.add(
+            3090 - 330 * k as i64,
+            "ERROR",
+            format!(
+                "upstream request timeout: POST /api/v1/orders -> order-service:8080 \
+                 returned 504 Gateway Timeout after {waited}ms"
+            ),
+            &f,
+        );
+    }
 }
 
 fn db_fields(set: &mut DataSet, user: &str, client: &str) -> Vec<(&'static str, String)> {
