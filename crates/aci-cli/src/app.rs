@@ -1,0 +1,193 @@
+//! Builds the tool boundary the commands and the MCP server run through.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use aci_contracts::{RunId, Timestamp};
+use invocation_core::clock::add;
+use invocation_core::{Clock, InvocationStore, Limits, RunContext, SystemClock, ToolBoundary};
+use projectors_logs::{MockLogSource, query_logs_tool};
+use projectors_mysql::{MysqlAsyncExecutor, query_mysql_tool};
+use projectors_rag::{MarkdownKnowledgeBase, Progress, lookup_knowledge_tool};
+use store_memory::MemoryStore;
+use store_redis::{RedisConfig, RedisStore};
+
+use crate::config::Config;
+use crate::error::CliError;
+
+/// Where the canonical records live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum StoreSpec {
+    /// In this process only.
+    Memory,
+    /// One Redis server.
+    Redis(String),
+    /// A Redis Cluster, by its seed nodes.
+    RedisCluster(Vec<String>),
+}
+
+impl StoreSpec {
+    /// Parses `memory`, `redis://…`, `rediss://…` or `redis+cluster://h1:p1,h2:p2`.
+    pub(crate) fn parse(text: &str) -> Result<Self, CliError> {
+        if text == "memory" {
+            return Ok(Self::Memory);
+        }
+        if let Some(nodes) = text.strip_prefix("redis+cluster://") {
+            let nodes: Vec<String> = nodes
+                .split(',')
+                .filter(|n| !n.is_empty())
+                .map(|n| format!("redis://{n}"))
+                .collect();
+            if nodes.is_empty() {
+                return Err(CliError::config(
+                    "store redis+cluster:// needs at least one host:port",
+                ));
+            }
+            return Ok(Self::RedisCluster(nodes));
+        }
+        if text.starts_with("redis://") || text.starts_with("rediss://") {
+            return Ok(Self::Redis(text.to_owned()));
+        }
+        Err(CliError::config(
+            "store must be `memory`, a redis:// or rediss:// URL, or redis+cluster://host:port,…",
+        ))
+    }
+
+    /// Whether records outlive this process.
+    pub(crate) const fn is_shared(&self) -> bool {
+        !matches!(self, Self::Memory)
+    }
+}
+
+/// Per-run settings from `[run]`.
+#[derive(Debug, Clone, Default)]
+struct RunSettings {
+    deadline: Option<Duration>,
+    budget: Option<u32>,
+    tool_budgets: std::collections::BTreeMap<String, u32>,
+}
+
+/// The boundary with its tools, and how runs are set up.
+#[derive(Debug)]
+pub(crate) struct App {
+    pub(crate) boundary: ToolBoundary,
+    clock: Arc<dyn Clock>,
+    run: RunSettings,
+    /// When each run was first seen: its deadline counts from there.
+    runs: Mutex<HashMap<RunId, Timestamp>>,
+}
+
+impl App {
+    /// Builds the store, the tools and the boundary described by `config`,
+    /// with `store` (from `--store`) overriding `config.store`.
+    pub(crate) async fn build(config: &Config, store: Option<&str>) -> Result<Self, CliError> {
+        let spec = StoreSpec::parse(store.or(config.store.as_deref()).unwrap_or("memory"))?;
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let store = open_store(&spec, config, &clock).await?;
+        let knowledge = match &config.knowledge.dir {
+            Some(dir) => MarkdownKnowledgeBase::from_dir(dir, report_progress)
+                .map_err(|e| CliError::config(format!("knowledge directory: {e}")))?,
+            None => MarkdownKnowledgeBase::bundled()
+                .map_err(|e| CliError::config(format!("bundled knowledge base: {e}")))?,
+        };
+        let limits = limits(config);
+        let mysql = MysqlAsyncExecutor::new(&config.mysql)
+            .map_err(|e| CliError::config(format!("mysql: {e}")))?;
+        let boundary = ToolBoundary::builder(store)
+            .clock(Arc::clone(&clock))
+            .limits(limits)
+            .tool(lookup_knowledge_tool(knowledge))
+            .tool(query_logs_tool(MockLogSource::new()))
+            .tool(query_mysql_tool(mysql))
+            .build()
+            .map_err(|e| CliError::config(format!("tools: {e}")))?;
+        Ok(Self {
+            boundary,
+            clock,
+            run: RunSettings {
+                deadline: config.run.deadline_secs.map(Duration::from_secs),
+                budget: config.run.budget,
+                tool_budgets: config.run.tool_budgets.clone(),
+            },
+            runs: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The run context of `run_id`: active, with the configured budgets, and a
+    /// deadline counted from the first time this process saw the run.
+    pub(crate) fn run_context(&self, run_id: RunId) -> RunContext {
+        let started = *self
+            .runs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(run_id.clone())
+            .or_insert_with(|| self.clock.now());
+        let mut ctx = RunContext::new(run_id);
+        ctx.deadline = self.run.deadline.map(|d| add(started, d));
+        ctx.run_budget = self.run.budget;
+        ctx.tool_budgets = self.run.tool_budgets.clone();
+        ctx
+    }
+}
+
+fn limits(config: &Config) -> Limits {
+    let l = &config.limits;
+    let d = Limits::default();
+    Limits {
+        max_request_bytes: l.max_request_bytes.unwrap_or(d.max_request_bytes),
+        max_raw_bytes: l.max_raw_bytes.unwrap_or(d.max_raw_bytes),
+        max_agent_result_bytes: l.max_agent_result_bytes.unwrap_or(d.max_agent_result_bytes),
+        max_record_bytes: l.max_record_bytes.unwrap_or(d.max_record_bytes),
+        record_ttl: l.record_ttl_secs.map_or(d.record_ttl, Duration::from_secs),
+        timeout: l.timeout_secs.map_or(d.timeout, Duration::from_secs),
+    }
+}
+
+async fn open_store(
+    spec: &StoreSpec,
+    config: &Config,
+    clock: &Arc<dyn Clock>,
+) -> Result<Arc<dyn InvocationStore>, CliError> {
+    let redis = match spec {
+        StoreSpec::Memory => return Ok(Arc::new(MemoryStore::with_clock(Arc::clone(clock)))),
+        StoreSpec::Redis(url) => RedisConfig::single(url.clone()),
+        StoreSpec::RedisCluster(urls) => RedisConfig::cluster(urls.clone()),
+    };
+    let section = &config.redis;
+    let mut redis = redis;
+    if let Some(prefix) = &section.key_prefix {
+        redis = redis.key_prefix(prefix.clone());
+    }
+    if let Some(size) = section.pool_size {
+        redis = redis.pool_size(size);
+    }
+    if let Some(ms) = section.timeout_ms {
+        redis = redis.operation_timeout(Duration::from_millis(ms));
+    }
+    // Errors name the problem, never the URL (it may carry a password).
+    let store =
+        RedisStore::new(redis).map_err(|e| CliError::config(format!("redis store: {e}")))?;
+    store
+        .ping()
+        .await
+        .map_err(|e| CliError::config(format!("redis store: {e}")))?;
+    Ok(Arc::new(store))
+}
+
+/// Prints knowledge-base indexing progress on stderr (every tenth of the files).
+fn report_progress(progress: Progress) {
+    match progress {
+        Progress::Found { files } => eprintln!("aci: indexing {files} knowledge files"),
+        Progress::Read { done, total } => {
+            let step = (total / 10).max(1);
+            if done % step == 0 || done == total {
+                eprintln!("aci: read {done}/{total} knowledge files");
+            }
+        }
+        Progress::Indexed { documents, chunks } => {
+            eprintln!("aci: indexed {documents} documents in {chunks} chunks");
+        }
+        _ => {}
+    }
+}

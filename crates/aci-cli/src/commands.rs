@@ -1,0 +1,276 @@
+//! The subcommands.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use aci_contracts::{RunId, tool_definitions};
+use invocation_core::{CitationVerdict, InvocationRecord, RecordFields, ToolEnvelope};
+use serde_json::{Value, json};
+
+use crate::app::{App, StoreSpec};
+use crate::config::Config;
+use crate::error::CliError;
+use crate::{Command, StoreArgs, mcp, pretty};
+
+/// Tool definition formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ToolFormat {
+    Mcp,
+    Openai,
+    Anthropic,
+}
+
+/// Exit status of a READY call.
+const READY: u8 = 0;
+/// Exit status of an ERROR call, or of a citation that does not stand.
+const NOT_READY: u8 = 2;
+
+/// Runs one subcommand.
+pub(crate) async fn run(command: Command) -> Result<ExitCode, CliError> {
+    match command {
+        Command::Tools { format } => {
+            print!("{}", tools(format.into()));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Call {
+            tool,
+            arguments,
+            run_id,
+            tool_call_id,
+            store,
+        } => call(&store, tool, arguments, run_id, tool_call_id).await,
+        Command::Inspect {
+            run,
+            json,
+            raw,
+            store,
+        } => inspect(&store, &run, json, raw).await,
+        Command::Verify { run, ids, store } => verify(&store, &run, &ids).await,
+        Command::Serve { run_id, store } => {
+            let config = load_config(&store)?;
+            let run_id = match run_id {
+                Some(id) => parse_run_id(&id)?,
+                None => {
+                    let id = fresh_id("run");
+                    eprintln!("aci: serving run {id}");
+                    id
+                }
+            };
+            let app = App::build(&config, store.store.as_deref()).await?;
+            mcp::serve(app, run_id).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// The definitions in `format`, as pretty JSON with sorted keys.
+pub(crate) fn tools(format: ToolFormat) -> String {
+    let tools: Vec<Value> = tool_definitions()
+        .iter()
+        .map(|d| match format {
+            ToolFormat::Mcp => d.to_mcp(),
+            ToolFormat::Openai => d.to_openai(),
+            ToolFormat::Anthropic => d.to_anthropic(),
+        })
+        .collect();
+    aci_contracts::schema::render(Value::Array(tools))
+}
+
+fn load_config(args: &StoreArgs) -> Result<Config, CliError> {
+    match &args.config {
+        Some(path) => Config::load(path),
+        None => Ok(Config::default()),
+    }
+}
+
+fn parse_run_id(text: &str) -> Result<RunId, CliError> {
+    RunId::new(text).map_err(|e| CliError::config(format!("invalid run id: {e}")))
+}
+
+/// A fresh id for the command's role as the agent framework: `<kind>-<uuid>`.
+fn fresh_id(kind: &str) -> RunId {
+    // A hyphenated UUID only has identifier characters.
+    RunId::new(format!("{kind}-{}", uuid::Uuid::new_v4()))
+        .unwrap_or_else(|_| unreachable!("uuid ids are valid"))
+}
+
+async fn call(
+    store: &StoreArgs,
+    tool: String,
+    arguments: String,
+    run_id: Option<String>,
+    tool_call_id: Option<String>,
+) -> Result<ExitCode, CliError> {
+    let config = load_config(store)?;
+    let run_id = match run_id {
+        Some(id) => parse_run_id(&id)?,
+        None => fresh_id("run"),
+    };
+    let tool_call_id = tool_call_id.unwrap_or_else(|| fresh_id("call").into_string());
+    let app = App::build(&config, store.store.as_deref()).await?;
+    let ctx = app.run_context(run_id.clone());
+    let envelope = ToolEnvelope::new(tool_call_id, run_id.as_str(), tool, arguments);
+    let outcome = app.boundary.invoke(&ctx, envelope).await;
+    let compact = serde_json::to_string(&outcome)
+        .map_err(|e| CliError::config(format!("cannot print the outcome: {e}")))?;
+    println!("{}", pretty::indent(&compact));
+    Ok(ExitCode::from(if outcome.observation.is_error() {
+        NOT_READY
+    } else {
+        READY
+    }))
+}
+
+async fn shared_app(store: &StoreArgs, command: &str) -> Result<App, CliError> {
+    let config = load_config(store)?;
+    let spec = store
+        .store
+        .as_deref()
+        .or(config.store.as_deref())
+        .unwrap_or("memory");
+    if !StoreSpec::parse(spec)?.is_shared() {
+        return Err(CliError::config(format!(
+            "{command} reads records another process wrote: pass --store redis://… (the memory store lives only inside one process)"
+        )));
+    }
+    App::build(&config, store.store.as_deref()).await
+}
+
+async fn inspect(
+    store: &StoreArgs,
+    run: &str,
+    json: bool,
+    raw: bool,
+) -> Result<ExitCode, CliError> {
+    let run_id = parse_run_id(run)?;
+    let app = shared_app(store, "inspect").await?;
+    let fields = if raw {
+        RecordFields::All
+    } else if json {
+        RecordFields::WithoutRaw
+    } else {
+        RecordFields::Metadata
+    };
+    let records = app
+        .boundary
+        .journal()
+        .entries(&run_id, fields)
+        .await
+        .map_err(|e| CliError::config(format!("cannot read the run's journal: {e}")))?;
+    if json {
+        for record in &records {
+            println!("{}", record_json(record));
+        }
+    } else {
+        print!("{}", table(&records));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One journal entry as a JSON line; payloads only when they were read.
+fn record_json(r: &InvocationRecord) -> Value {
+    let parse = |text: &Option<String>| {
+        text.as_deref().map(|t| {
+            serde_json::from_str::<Value>(t).unwrap_or_else(|_| Value::String(t.to_owned()))
+        })
+    };
+    let mut line = json!({
+        "created_at": r.created_at,
+        "finished_at": r.finished_at,
+        "tool_name": r.tool_name,
+        "tool_call_id": r.key.tool_call_id,
+        "status": r.status,
+        "evidence_status": r.evidence_status,
+        "error_code": r.error_code,
+        "request_bytes": r.request_bytes,
+        "raw_bytes": r.raw_bytes,
+        "agent_result_bytes": r.agent_result_bytes,
+        "duration_ms": r.duration().map(|d| d.as_millis() as u64),
+        "scope_fingerprint": r.scope_fingerprint.to_hex(),
+        "replayed_from": r.replayed_from,
+    });
+    if let Some(object) = line.as_object_mut() {
+        for (key, value) in [
+            ("request", parse(&r.request_json)),
+            ("agent_result", parse(&r.agent_result_json)),
+            ("raw", parse(&r.raw_json)),
+        ] {
+            if let Some(value) = value {
+                object.insert(key.to_owned(), value);
+            }
+        }
+    }
+    line
+}
+
+fn table(records: &[InvocationRecord]) -> String {
+    let header = [
+        "TIME",
+        "TOOL",
+        "TOOL_CALL_ID",
+        "STATUS",
+        "EVIDENCE",
+        "ERROR",
+        "REQ_B",
+        "RAW_B",
+        "RESULT_B",
+        "MS",
+    ];
+    let dash = || "-".to_owned();
+    let rows: Vec<[String; 10]> = records
+        .iter()
+        .map(|r| {
+            [
+                r.created_at.to_string(),
+                r.tool_name.clone(),
+                r.key.tool_call_id.to_string(),
+                r.status.as_str().to_owned(),
+                r.evidence_status
+                    .map_or_else(dash, |e| e.as_str().to_owned()),
+                r.error_code.map_or_else(dash, |c| c.as_str().to_owned()),
+                r.request_bytes.to_string(),
+                r.raw_bytes.map_or_else(dash, |b| b.to_string()),
+                r.agent_result_bytes.map_or_else(dash, |b| b.to_string()),
+                r.duration()
+                    .map_or_else(dash, |d| d.as_millis().to_string()),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: Vec<&str>| {
+        let text: Vec<String> = cells
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        let _ = writeln!(out, "{}", text.join("  ").trim_end());
+    };
+    line(header.to_vec());
+    for row in &rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+    if rows.is_empty() {
+        let _ = writeln!(out, "(no records: unknown run, or its records expired)");
+    }
+    out
+}
+
+async fn verify(store: &StoreArgs, run: &str, ids: &[String]) -> Result<ExitCode, CliError> {
+    let run_id = parse_run_id(run)?;
+    let app = shared_app(store, "verify").await?;
+    let checks = app.boundary.journal().verify_citations(&run_id, ids).await;
+    let mut all_stand = true;
+    for check in &checks {
+        all_stand &= !matches!(check.verdict, CitationVerdict::NotCitable { .. });
+        let line = serde_json::to_string(check)
+            .map_err(|e| CliError::config(format!("cannot print a verdict: {e}")))?;
+        println!("{line}");
+    }
+    Ok(ExitCode::from(if all_stand { READY } else { NOT_READY }))
+}

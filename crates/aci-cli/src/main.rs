@@ -1,0 +1,191 @@
+//! `aci`: the tool boundary on the command line.
+//!
+//! - `aci tools` prints the three frozen tool definitions (MCP, OpenAI or
+//!   Anthropic format).
+//! - `aci call <tool> '<json>'` runs one call through the boundary and prints
+//!   `{"observation": …, "control": …}`; exit status 0 when READY, 2 when
+//!   ERROR, 1 for a usage or configuration error.
+//! - `aci inspect` and `aci verify` read a run's journal from a shared store.
+//! - `aci serve` is an MCP server on stdio.
+//!
+//! With no configuration, everything runs on embedded defaults: the in-memory
+//! store, the bundled runbooks, the mock log source, and no MySQL data source.
+
+mod app;
+mod commands;
+mod config;
+mod error;
+mod mcp;
+mod pretty;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+
+/// The tool boundary for agent tools: bounded, recorded, citable evidence.
+#[derive(Debug, Parser)]
+#[command(name = "aci", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Options shared by the commands that open a store.
+#[derive(Debug, Clone, clap::Args)]
+struct StoreArgs {
+    /// Where canonical records live: `memory` (this process only; the default),
+    /// `redis://host:port/db`, `rediss://…`, or `redis+cluster://host:port,host:port`.
+    /// Overrides the config file's `store`.
+    #[arg(long, value_name = "STORE")]
+    store: Option<String>,
+    /// A TOML configuration file (store, limits, budgets, run deadline,
+    /// knowledge directory, MySQL data sources). See README.md for every key.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print the three frozen tool definitions as JSON.
+    Tools {
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Mcp)]
+        format: Format,
+    },
+    /// Run one tool call through the boundary and print its two views.
+    ///
+    /// Exit status: 0 when the call is READY (EVIDENCE_FOUND or NO_EVIDENCE),
+    /// 2 when it is ERROR (the error observation is still printed), 1 for a
+    /// usage or configuration error. The command plays the agent framework:
+    /// without `--run-id`/`--tool-call-id` it makes fresh ids (`run-<uuid>`,
+    /// `call-<uuid>`), shown in the control view.
+    Call {
+        /// The tool: lookup_knowledge, query_logs or query_mysql.
+        tool: String,
+        /// The arguments as a JSON object, e.g. '{"query":"connection pool timeout"}'.
+        arguments: String,
+        /// The run id (default: a fresh `run-<uuid>`).
+        #[arg(long)]
+        run_id: Option<String>,
+        /// The tool call id (default: a fresh `call-<uuid>`).
+        #[arg(long)]
+        tool_call_id: Option<String>,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Show a run's journal: every call in creation order.
+    Inspect {
+        /// The run id.
+        #[arg(long)]
+        run: String,
+        /// JSON lines instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Include the harness-only raw responses (JSON lines only).
+        #[arg(long)]
+        raw: bool,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Give the citation verdict of each tool call id of a run.
+    Verify {
+        /// The run id.
+        #[arg(long)]
+        run: String,
+        /// Tool call ids (or run_id/tool_call_id) cited by the agent.
+        #[arg(required = true)]
+        ids: Vec<String>,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Serve the three tools over MCP on stdio.
+    ///
+    /// The run id and tool call id of a `tools/call` come from its `_meta`
+    /// (`aci/run_id`, `aci/tool_call_id`); otherwise the tool call id is the
+    /// JSON-RPC request id and the run id is the server's (`--run-id`, or one
+    /// made at start and written to stderr). Logs go to stderr (`RUST_LOG`).
+    Serve {
+        /// The server's run id (default: a fresh `run-<uuid>`).
+        #[arg(long)]
+        run_id: Option<String>,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+/// Tool definition formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    /// MCP tool objects (`inputSchema`, `outputSchema`, `annotations`).
+    Mcp,
+    /// OpenAI function tools.
+    Openai,
+    /// Anthropic tools.
+    Anthropic,
+}
+
+fn main() -> ExitCode {
+    install_panic_hook();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 1 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    init_tracing();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("aci: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(commands::run(cli.command)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("aci: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Panics are caught by the boundary; this hook keeps their messages (which
+/// may carry payload text) off stderr.
+fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let location = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        eprintln!("aci: a panic was caught{location}");
+    }));
+}
+
+/// Logs go to stderr only (stdout carries results or the MCP protocol);
+/// `RUST_LOG` sets the filter, default `warn`.
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+}
+
+impl From<Format> for commands::ToolFormat {
+    fn from(f: Format) -> Self {
+        match f {
+            Format::Mcp => Self::Mcp,
+            Format::Openai => Self::Openai,
+            Format::Anthropic => Self::Anthropic,
+        }
+    }
+}
