@@ -23,7 +23,6 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-
 /// The tool boundary for agent tools: bounded, recorded, citable evidence.
 #[derive(Debug, Parser)]
 #[command(name = "aci", version, about, long_about = None)]

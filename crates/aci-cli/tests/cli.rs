@@ -1,0 +1,439 @@
+//! The `aci` binary end to end: golden outputs, exit statuses, configuration
+//! errors, and a run on a real Redis inspected and verified by later commands.
+//!
+//! Regenerate the golden files with `UPDATE_GOLDEN=1 cargo test -p aci-cli --test cli`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn aci(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_aci"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("the aci binary runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8(output.stderr.clone()).unwrap()
+}
+
+fn json(output: &Output) -> Value {
+    serde_json::from_str(&stdout(output)).unwrap_or_else(|e| panic!("{e}: {}", stdout(output)))
+}
+
+fn golden(name: &str, actual: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, actual).unwrap();
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run with UPDATE_GOLDEN=1)", path.display()));
+    assert_eq!(actual, expected, "{name} differs from its golden file");
+}
+
+fn repo_file(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(relative)
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("aci-cli-{tag}-{}", uuid_like()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn uuid_like() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{}-{nanos:x}", std::process::id())
+}
+
+#[test]
+fn tools_golden_in_every_format() {
+    for format in ["mcp", "openai", "anthropic"] {
+        let out = aci(&["tools", "--format", format]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        golden(&format!("tools.{format}.json"), &stdout(&out));
+    }
+    let frozen: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_file("schemas/tools.mcp.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        json(&aci(&["tools"])),
+        frozen["tools"],
+        "the default format is the frozen MCP one"
+    );
+}
+
+#[test]
+fn call_lookup_knowledge_golden() {
+    let out = aci(&[
+        "call",
+        "lookup_knowledge",
+        r#"{"query":"connection pool exhausted"}"#,
+        "--run-id",
+        "run-golden",
+        "--tool-call-id",
+        "call-golden-1",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    golden("call.lookup_knowledge.json", &stdout(&out));
+    let v = json(&out);
+    assert_eq!(v["observation"]["evidence_status"], "EVIDENCE_FOUND");
+    assert!(v["observation"].get("returned_count").is_none());
+    assert!(v["control"]["returned_count"].as_u64().unwrap() >= 1);
+    let text = stdout(&out).to_lowercase();
+    for forbidden in ["score", "trace", "metadata", "bm25"] {
+        assert!(!text.contains(forbidden), "{forbidden} in {text}");
+    }
+}
+
+#[test]
+fn call_query_logs_finds_the_timeouts() {
+    let out = aci(&[
+        "call",
+        "query_logs",
+        r#"{"topic":"APPLICATION","query":"timeout"}"#,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = json(&out);
+    let observation = &v["observation"];
+    assert_eq!(observation["evidence_status"], "EVIDENCE_FOUND");
+    assert_eq!(observation["source_kind"], "MOCK");
+    assert_eq!(observation["scope"]["lookback_minutes"], 60);
+    assert!(observation["match_count"].as_u64().unwrap() > 0);
+    assert!(
+        observation["patterns"][0]["pattern"]
+            .as_str()
+            .unwrap()
+            .contains("timeout")
+    );
+    // The command played the framework and made the ids; the control view shows them.
+    let control = &v["control"];
+    assert!(
+        control["tool_call_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("call-")
+    );
+    assert!(control["run_id"].as_str().unwrap().starts_with("run-"));
+    assert_eq!(observation["tool_call_id"], control["tool_call_id"]);
+    assert_eq!(control["scope_fingerprint"].as_str().unwrap().len(), 64);
+}
+
+#[test]
+fn error_results_exit_2_and_are_still_printed() {
+    for (args, code) in [
+        (
+            vec![
+                "call",
+                "query_mysql",
+                r#"{"data_source":"orders","sql":"SELECT 1"}"#,
+            ],
+            "DATA_SOURCE_UNKNOWN",
+        ),
+        (
+            vec![
+                "call",
+                "query_logs",
+                r#"{"topic":"APPLICATION","query":"x"}"#,
+                "--tool-call-id",
+                "bad id",
+            ],
+            "INVALID_TOOL_CALL_ID",
+        ),
+        (vec!["call", "delete_everything", "{}"], "UNKNOWN_TOOL"),
+        (
+            vec![
+                "call",
+                "query_logs",
+                r#"{"topic":"APPLICATION","query":"x","lookback_minutes":0}"#,
+            ],
+            "INVALID_INPUT",
+        ),
+        (vec!["call", "lookup_knowledge", "[\"q\"]"], "INVALID_INPUT"),
+    ] {
+        let out = aci(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        let v = json(&out);
+        assert_eq!(v["observation"]["evidence_status"], "ERROR", "{args:?}");
+        assert_eq!(v["observation"]["error_code"], code, "{args:?}");
+        assert_eq!(v["control"]["status"], "ERROR");
+    }
+    let out = aci(&[
+        "call",
+        "query_logs",
+        r#"{"topic":"APPLICATION","query":"x"}"#,
+        "--tool-call-id",
+        "bad id",
+    ]);
+    assert!(
+        json(&out)["observation"].get("tool_call_id").is_none(),
+        "never a substitute id"
+    );
+}
+
+#[test]
+fn no_evidence_is_exit_0() {
+    let out = aci(&[
+        "call",
+        "lookup_knowledge",
+        r#"{"query":"quarterly marketing budget spreadsheet"}"#,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(json(&out)["observation"]["evidence_status"], "NO_EVIDENCE");
+}
+
+fn assert_config_error(out: &Output, needle: &str) {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(stdout(out).is_empty(), "nothing on stdout: {}", stdout(out));
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert!(err.starts_with("aci: "), "{err}");
+    assert!(err.contains(needle), "{needle} not in {err}");
+    for forbidden in ["panicked", "backtrace", "s3cr3t"] {
+        assert!(
+            !err.to_lowercase().contains(forbidden),
+            "{forbidden} in {err}"
+        );
+    }
+}
+
+#[test]
+fn configuration_errors_are_one_line_and_exit_1() {
+    let dir = temp_dir("config");
+    let write = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_string_lossy().into_owned()
+    };
+    let unknown_key = write(
+        "unknown.toml",
+        "store = \"memory\"\n[limits]\nmax_bytes = 1\n",
+    );
+    let missing_dir = write(
+        "missing.toml",
+        "[knowledge]\ndir = \"/nonexistent/aci/runbooks\"\n",
+    );
+    let bad_url = write(
+        "url.toml",
+        "store = \"http://user:s3cr3t@example.invalid\"\n",
+    );
+    let not_toml = write("broken.toml", "store = [\n");
+    let call = |extra: &[&str]| {
+        let mut args = vec!["call", "lookup_knowledge", r#"{"query":"x"}"#];
+        args.extend_from_slice(extra);
+        aci(&args)
+    };
+    assert_config_error(
+        &call(&["--config", &unknown_key]),
+        "unknown field `max_bytes`",
+    );
+    assert_config_error(&call(&["--config", &missing_dir]), "knowledge directory");
+    assert_config_error(&call(&["--config", &bad_url]), "store must be");
+    assert_config_error(&call(&["--config", &not_toml]), "broken.toml");
+    assert_config_error(
+        &call(&["--config", "/nonexistent/aci.toml"]),
+        "cannot read config file",
+    );
+    assert_config_error(
+        &call(&["--store", "redis://:s3cr3t@127.0.0.1:1/0"]),
+        "redis store",
+    );
+    assert_config_error(&call(&["--run-id", "not a run"]), "invalid run id");
+    assert_config_error(
+        &aci(&["inspect", "--run", "r1"]),
+        "inspect reads records another process wrote",
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn usage_errors_exit_1_and_help_exits_0() {
+    for args in [
+        vec![],
+        vec!["frobnicate"],
+        vec!["call", "query_logs"],
+        vec!["tools", "--format", "xml"],
+        vec!["inspect", "--run", "r", "--raw"],
+    ] {
+        let out = aci(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(!stderr(&out).contains("panicked"));
+    }
+    for args in [vec!["--help"], vec!["call", "--help"], vec!["--version"]] {
+        let out = aci(&args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        assert!(!stdout(&out).is_empty());
+    }
+    let help = stdout(&aci(&["call", "--help"]));
+    assert!(
+        help.contains("Exit status: 0 when the call is READY"),
+        "{help}"
+    );
+}
+
+#[test]
+fn a_knowledge_directory_is_indexed_with_progress_on_stderr() {
+    let dir = temp_dir("kb");
+    for i in 0..25 {
+        std::fs::write(
+            dir.join(format!("runbook-{i:02}.md")),
+            format!("# Runbook {i}\n\n## Symptoms\n\nThe flux capacitor {i} overheats.\n"),
+        )
+        .unwrap();
+    }
+    let config = dir.join("aci.toml");
+    std::fs::write(
+        &config,
+        format!("[knowledge]\ndir = {:?}\n", dir.to_string_lossy()),
+    )
+    .unwrap();
+    let out = aci(&[
+        "call",
+        "lookup_knowledge",
+        r#"{"query":"flux capacitor overheats"}"#,
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("indexing 25 knowledge files"), "{err}");
+    assert!(err.contains("read 25/25"), "{err}");
+    let v = json(&out);
+    assert_eq!(v["observation"]["evidence_status"], "EVIDENCE_FOUND");
+    assert_eq!(
+        v["observation"]["evidence"][0]["breadcrumb"]
+            .as_str()
+            .unwrap()
+            .split(" > ")
+            .count(),
+        2
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_run_on_redis_is_inspected_and_verified_by_later_commands() {
+    let url = store_redis::testing::shared_url();
+    let run = format!("run-cli-{}", uuid_like());
+    let call = |tool: &str, args: &str, id: &str| {
+        aci(&[
+            "call",
+            tool,
+            args,
+            "--store",
+            &url,
+            "--run-id",
+            &run,
+            "--tool-call-id",
+            id,
+        ])
+    };
+    assert_eq!(
+        call(
+            "lookup_knowledge",
+            r#"{"query":"disk pressure eviction"}"#,
+            "c-ready"
+        )
+        .status
+        .code(),
+        Some(0)
+    );
+    assert_eq!(
+        call(
+            "query_logs",
+            r#"{"topic":"SYSTEM_EVENTS","query":"no such event anywhere"}"#,
+            "c-empty"
+        )
+        .status
+        .code(),
+        Some(0)
+    );
+    assert_eq!(
+        call(
+            "query_mysql",
+            r#"{"data_source":"orders","sql":"SELECT 1"}"#,
+            "c-error"
+        )
+        .status
+        .code(),
+        Some(2)
+    );
+    let duplicate = call("lookup_knowledge", r#"{"query":"again"}"#, "c-ready");
+    assert_eq!(duplicate.status.code(), Some(2));
+    assert_eq!(
+        json(&duplicate)["observation"]["error_code"],
+        "DUPLICATE_TOOL_CALL"
+    );
+
+    let table = aci(&["inspect", "--run", &run, "--store", &url]);
+    assert_eq!(table.status.code(), Some(0), "{}", stderr(&table));
+    let text = stdout(&table);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("TIME"), "{text}");
+    assert_eq!(lines.len(), 4, "{text}");
+    assert!(
+        lines[1].contains("lookup_knowledge")
+            && lines[1].contains("c-ready")
+            && lines[1].contains("EVIDENCE_FOUND")
+    );
+    assert!(lines[2].contains("c-empty") && lines[2].contains("NO_EVIDENCE"));
+    assert!(lines[3].contains("c-error") && lines[3].contains("DATA_SOURCE_UNKNOWN"));
+
+    let json_lines = aci(&["inspect", "--run", &run, "--store", &url, "--json"]);
+    let entries: Vec<Value> = stdout(&json_lines)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(entries.len(), 3);
+    assert_eq!(entries[0]["tool_call_id"], "c-ready");
+    assert_eq!(entries[0]["request"]["query"], "disk pressure eviction");
+    assert!(
+        entries[0]["agent_result"]["returned_count"]
+            .as_u64()
+            .unwrap()
+            >= 1
+    );
+    assert!(
+        entries.iter().all(|e| e.get("raw").is_none()),
+        "raw only with --raw"
+    );
+    let with_raw = aci(&["inspect", "--run", &run, "--store", &url, "--json", "--raw"]);
+    let first: Value = serde_json::from_str(stdout(&with_raw).lines().next().unwrap()).unwrap();
+    assert!(first["raw"].is_object(), "{first}");
+
+    let verify = aci(&[
+        "verify", "--run", &run, "--store", &url, "c-ready", "c-empty", "c-error", "c-none",
+    ]);
+    assert_eq!(verify.status.code(), Some(2), "not every citation stands");
+    let verdicts: Vec<Value> = stdout(&verify)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(verdicts[0]["verdict"]["verdict"], "EVIDENCE");
+    assert_eq!(verdicts[1]["verdict"]["verdict"], "NEGATIVE_OBSERVATION");
+    assert_eq!(verdicts[1]["verdict"]["scope"]["topic"], "SYSTEM_EVENTS");
+    assert_eq!(verdicts[2]["verdict"]["reason"], "FAILED");
+    assert_eq!(verdicts[2]["verdict"]["error_code"], "DATA_SOURCE_UNKNOWN");
+    assert_eq!(verdicts[3]["verdict"]["reason"], "UNKNOWN_OR_EXPIRED");
+    let good = aci(&[
+        "verify", "--run", &run, "--store", &url, "c-ready", "c-empty",
+    ]);
+    assert_eq!(good.status.code(), Some(0), "{}", stdout(&good));
+}
