@@ -234,7 +234,11 @@ async fn queries_beyond_the_contract_bound_are_invalid_and_the_largest_valid_one
 
     let largest = format!("disk {}", "😀".repeat(aci_contracts::MAX_QUERY_CHARS - 5));
     let outcome = harness.lookup(&largest).await;
-    assert!(!outcome.observation.is_error(), "{:?}", outcome.control.error_code);
+    assert!(
+        !outcome.observation.is_error(),
+        "{:?}",
+        outcome.control.error_code
+    );
 
     // A long but reasonable query still gets bounded evidence.
     let query = "disk full no space left on device ".repeat(7);
