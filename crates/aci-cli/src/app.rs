@@ -28,21 +28,33 @@ pub(crate) enum StoreSpec {
 }
 
 impl StoreSpec {
-    /// Parses `memory`, `redis://…`, `rediss://…` or `redis+cluster://h1:p1,h2:p2`.
+    /// Parses `memory`, `redis://…`, `rediss://…`, `redis+cluster://h1:p1,h2:p2`
+    /// or `rediss+cluster://h1:p1,h2:p2`.
     pub(crate) fn parse(text: &str) -> Result<Self, CliError> {
         if text == "memory" {
             return Ok(Self::Memory);
         }
-        if let Some(nodes) = text.strip_prefix("redis+cluster://") {
-            let nodes: Vec<String> = nodes
+        for (prefix, scheme) in [
+            ("redis+cluster://", "redis"),
+            ("rediss+cluster://", "rediss"),
+        ] {
+            let Some(nodes) = text.strip_prefix(prefix) else {
+                continue;
+            };
+            // `user:password@` applies to every node.
+            let (auth, hosts) = match nodes.rsplit_once('@') {
+                Some((auth, hosts)) => (format!("{auth}@"), hosts),
+                None => (String::new(), nodes),
+            };
+            let nodes: Vec<String> = hosts
                 .split(',')
                 .filter(|n| !n.is_empty())
-                .map(|n| format!("redis://{n}"))
+                .map(|n| format!("{scheme}://{auth}{n}"))
                 .collect();
             if nodes.is_empty() {
-                return Err(CliError::config(
-                    "store redis+cluster:// needs at least one host:port",
-                ));
+                return Err(CliError::config(format!(
+                    "store {prefix} needs at least one host:port"
+                )));
             }
             return Ok(Self::RedisCluster(nodes));
         }
@@ -50,7 +62,7 @@ impl StoreSpec {
             return Ok(Self::Redis(text.to_owned()));
         }
         Err(CliError::config(
-            "store must be `memory`, a redis:// or rediss:// URL, or redis+cluster://host:port,…",
+            "store must be `memory`, a redis:// or rediss:// URL, or redis+cluster:// / rediss+cluster://host:port,…",
         ))
     }
 
@@ -165,6 +177,23 @@ async fn open_store(
     if let Some(ms) = section.timeout_ms {
         redis = redis.operation_timeout(Duration::from_millis(ms));
     }
+    if let Some(path) = &section.tls_ca_file {
+        redis = redis.tls_root_ca_pem(read_pem(path, "tls_ca_file")?);
+    }
+    match (&section.tls_client_cert_file, &section.tls_client_key_file) {
+        (Some(cert), Some(key)) => {
+            redis = redis.tls_client_cert_pem(
+                read_pem(cert, "tls_client_cert_file")?,
+                read_pem(key, "tls_client_key_file")?,
+            );
+        }
+        (None, None) => {}
+        _ => {
+            return Err(CliError::config(
+                "redis: tls_client_cert_file and tls_client_key_file go together",
+            ));
+        }
+    }
     // Errors name the problem, never the URL (it may carry a password).
     let store =
         RedisStore::new(redis).map_err(|e| CliError::config(format!("redis store: {e}")))?;
@@ -173,6 +202,11 @@ async fn open_store(
         .await
         .map_err(|e| CliError::config(format!("redis store: {e}")))?;
     Ok(Arc::new(store))
+}
+
+fn read_pem(path: &std::path::Path, key: &str) -> Result<Vec<u8>, CliError> {
+    std::fs::read(path)
+        .map_err(|e| CliError::config(format!("redis: cannot read {key} {}: {e}", path.display())))
 }
 
 /// Prints knowledge-base indexing progress on stderr (every tenth of the files).
@@ -189,5 +223,40 @@ fn report_progress(progress: Progress) {
             eprintln!("aci: indexed {documents} documents in {chunks} chunks");
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StoreSpec;
+
+    #[test]
+    fn store_specs() {
+        assert_eq!(StoreSpec::parse("memory").unwrap(), StoreSpec::Memory);
+        assert_eq!(
+            StoreSpec::parse("rediss://h:6380/0").unwrap(),
+            StoreSpec::Redis("rediss://h:6380/0".into())
+        );
+        assert_eq!(
+            StoreSpec::parse("redis+cluster://a:7000,b:7001").unwrap(),
+            StoreSpec::RedisCluster(vec!["redis://a:7000".into(), "redis://b:7001".into()])
+        );
+        assert_eq!(
+            StoreSpec::parse("rediss+cluster://:pw@a:7000,b:7001").unwrap(),
+            StoreSpec::RedisCluster(vec![
+                "rediss://:pw@a:7000".into(),
+                "rediss://:pw@b:7001".into()
+            ])
+        );
+        for bad in [
+            "",
+            "mem",
+            "http://h",
+            "redis+cluster://",
+            "redis+cluster://pw@",
+        ] {
+            let err = StoreSpec::parse(bad).unwrap_err().to_string();
+            assert!(!err.contains("pw"), "{err}");
+        }
     }
 }

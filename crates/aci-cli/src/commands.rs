@@ -44,7 +44,7 @@ pub(crate) async fn run(command: Command) -> Result<ExitCode, CliError> {
             json,
             raw,
             store,
-        } => inspect(&store, &run, json, raw).await,
+        } => inspect(&store, &run, json || raw, raw).await,
         Command::Verify { run, ids, store } => verify(&store, &run, &ids).await,
         Command::Serve { run_id, store } => {
             let config = load_config(&store)?;

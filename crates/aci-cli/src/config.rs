@@ -2,13 +2,17 @@
 //!
 //! ```toml
 //! # Where canonical records live: "memory" (default, this process only),
-//! # "redis://host:6379/0", "rediss://…", or "redis+cluster://host1:7000,host2:7001".
+//! # "redis://host:6379/0", "rediss://host:6380/0" (TLS),
+//! # "redis+cluster://host1:7000,host2:7001" or "rediss+cluster://…" (TLS).
 //! store = "memory"
 //!
 //! [redis]
 //! key_prefix = "aci"        # prefix of every key
 //! pool_size = 16            # connections
 //! timeout_ms = 2000         # per store operation
+//! tls_ca_file = "/etc/aci/redis-ca.pem"        # rediss://: trust this CA bundle
+//! tls_client_cert_file = "/etc/aci/client.pem" # rediss://: mutual TLS, with
+//! tls_client_key_file = "/etc/aci/client.key"  #   the matching key
 //!
 //! [limits]
 //! max_request_bytes = 16384
@@ -70,6 +74,9 @@ pub(crate) struct RedisSection {
     pub(crate) key_prefix: Option<String>,
     pub(crate) pool_size: Option<usize>,
     pub(crate) timeout_ms: Option<u64>,
+    pub(crate) tls_ca_file: Option<PathBuf>,
+    pub(crate) tls_client_cert_file: Option<PathBuf>,
+    pub(crate) tls_client_key_file: Option<PathBuf>,
 }
 
 /// `[limits]`.
@@ -125,7 +132,7 @@ impl Config {
                 .to_owned();
             match e.span() {
                 Some(span) => {
-                    let line = text[..span.start.min(text.len())].lines().count().max(1);
+                    let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
                     format!("line {line}: {message}")
                 }
                 None => message,

@@ -35,7 +35,8 @@ struct Cli {
 #[derive(Debug, Clone, clap::Args)]
 struct StoreArgs {
     /// Where canonical records live: `memory` (this process only; the default),
-    /// `redis://host:port/db`, `rediss://…`, or `redis+cluster://host:port,host:port`.
+    /// `redis://host:port/db`, `rediss://…` (TLS), or
+    /// `redis+cluster://host:port,host:port` (`rediss+cluster://…` for TLS).
     /// Overrides the config file's `store`.
     #[arg(long, value_name = "STORE")]
     store: Option<String>,
@@ -82,7 +83,7 @@ enum Command {
         /// JSON lines instead of a table.
         #[arg(long)]
         json: bool,
-        /// Include the harness-only raw responses (JSON lines only).
+        /// Include the harness-only raw responses (implies --json).
         #[arg(long)]
         raw: bool,
         #[command(flatten)]

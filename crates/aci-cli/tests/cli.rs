@@ -414,7 +414,7 @@ fn a_run_on_redis_is_inspected_and_verified_by_later_commands() {
         entries.iter().all(|e| e.get("raw").is_none()),
         "raw only with --raw"
     );
-    let with_raw = aci(&["inspect", "--run", &run, "--store", &url, "--json", "--raw"]);
+    let with_raw = aci(&["inspect", "--run", &run, "--store", &url, "--raw"]);
     let first: Value = serde_json::from_str(stdout(&with_raw).lines().next().unwrap()).unwrap();
     assert!(first["raw"].is_object(), "{first}");
 
@@ -436,4 +436,69 @@ fn a_run_on_redis_is_inspected_and_verified_by_later_commands() {
         "verify", "--run", &run, "--store", &url, "c-ready", "c-empty",
     ]);
     assert_eq!(good.status.code(), Some(0), "{}", stdout(&good));
+}
+
+#[test]
+fn a_tls_redis_store_is_used_with_the_configured_ca() {
+    let server = store_redis::testing::shared_tls_server();
+    let ca = store_redis::testing::TestPki::shared()
+        .unwrap()
+        .ca_cert_pem()
+        .to_owned();
+    let dir = temp_dir("tls");
+    std::fs::write(dir.join("ca.pem"), ca).unwrap();
+    let config = dir.join("aci.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[redis]\ntls_ca_file = {:?}\n",
+            dir.join("ca.pem").to_string_lossy()
+        ),
+    )
+    .unwrap();
+    let url = server.url();
+    assert!(url.starts_with("rediss://"), "{url}");
+    let run = format!("run-tls-{}", uuid_like());
+    let out = aci(&[
+        "call",
+        "lookup_knowledge",
+        r#"{"query":"dns resolution failure"}"#,
+        "--store",
+        &url,
+        "--config",
+        config.to_str().unwrap(),
+        "--run-id",
+        &run,
+        "--tool-call-id",
+        "c-tls",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let verify = aci(&[
+        "verify",
+        "--run",
+        &run,
+        "--store",
+        &url,
+        "--config",
+        config.to_str().unwrap(),
+        "c-tls",
+    ]);
+    assert_eq!(verify.status.code(), Some(0), "{}", stderr(&verify));
+
+    // Without the CA, the server's certificate is not trusted: a configuration
+    // error at start, naming neither the URL nor the certificate.
+    let untrusted = aci(&[
+        "call",
+        "lookup_knowledge",
+        r#"{"query":"x"}"#,
+        "--store",
+        &url,
+    ]);
+    assert_config_error(&untrusted, "redis store");
+    assert!(
+        !stderr(&untrusted).contains("127.0.0.1"),
+        "{}",
+        stderr(&untrusted)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -1,11 +1,13 @@
-//! Configuration of the Redis store: where Redis is, pool size, key prefix, timeouts.
+//! Configuration of the Redis store: where Redis is, pool size, key prefix,
+//! timeouts, TLS certificates.
 
 use std::fmt;
 use std::time::Duration;
 
-use redis::IntoConnectionInfo;
+use redis::{ConnectionAddr, IntoConnectionInfo};
 
 use crate::error::{ConfigProblem, RedisStoreError};
+use crate::tls::{ClientIdentity, TlsSettings};
 
 /// Default [`RedisConfig::pool_size`].
 pub const DEFAULT_POOL_SIZE: usize = 16;
@@ -21,7 +23,15 @@ pub const MAX_KEY_PREFIX_BYTES: usize = 64;
 
 /// Where Redis is and how to use it.
 ///
-/// Debug never shows the URLs (they may carry a password).
+/// `redis://` connects in plain text, `rediss://` over TLS (rustls). A
+/// `rediss://` server's certificate must chain to the Mozilla root
+/// certificates compiled into the binary (`webpki-roots`, as public managed
+/// Redis services use) or, when [`tls_root_ca_pem`](Self::tls_root_ca_pem)
+/// is set, to that CA instead; its name or IP address must match the URL's
+/// host. Certificate verification cannot be turned off.
+///
+/// Debug never shows the URLs (they may carry a password) nor any
+/// certificate or key.
 #[derive(Clone)]
 pub struct RedisConfig {
     pub(crate) nodes: Nodes,
@@ -29,6 +39,7 @@ pub struct RedisConfig {
     pub(crate) key_prefix: String,
     pub(crate) connect_timeout: Duration,
     pub(crate) operation_timeout: Duration,
+    pub(crate) tls: TlsSettings,
 }
 
 #[derive(Clone)]
@@ -39,13 +50,15 @@ pub(crate) enum Nodes {
 
 impl RedisConfig {
     /// A single Redis server (or a primary behind a proxy/failover address):
-    /// `redis://[user:password@]host[:port][/db]` or `rediss://…`.
+    /// `redis://[user:password@]host[:port][/db]`, or `rediss://…` for TLS.
     pub fn single(url: impl Into<String>) -> Self {
         Self::with_nodes(Nodes::Single(url.into()))
     }
 
     /// A Redis Cluster, reached through any of `node_urls` (the client
-    /// discovers the rest). Every URL uses the same scheme.
+    /// discovers the rest). Every URL uses the same scheme; with `rediss://`
+    /// every node, discovered ones included, is reached over TLS with the
+    /// same certificates.
     pub fn cluster<I, S>(node_urls: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -63,6 +76,10 @@ impl RedisConfig {
             key_prefix: String::new(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             operation_timeout: DEFAULT_OPERATION_TIMEOUT,
+            tls: TlsSettings {
+                root_ca_pem: None,
+                client: None,
+            },
         }
     }
 
@@ -97,6 +114,59 @@ impl RedisConfig {
         self
     }
 
+    /// Trusts the CA certificate(s) in `pem` (one or more PEM `CERTIFICATE`
+    /// blocks, e.g. the contents of a `ca.crt`) for `rediss://` instead of
+    /// the compiled-in web PKI roots: a private CA, or the CA of a managed
+    /// service that does not use a public one.
+    ///
+    /// Needs `rediss://` URLs; the PEM is checked by [`RedisStore::new`]
+    /// (`InvalidTlsRootCa`).
+    ///
+    /// [`RedisStore::new`]: crate::RedisStore::new
+    #[must_use]
+    pub fn tls_root_ca_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls.root_ca_pem = Some(pem.into().into());
+        self
+    }
+
+    /// Presents this client certificate for mutual TLS (servers with
+    /// `tls-auth-clients yes`): `cert_chain_pem` holds the client certificate
+    /// first, then any intermediates; `key_pem` its private key (PKCS#8,
+    /// PKCS#1 or SEC1 PEM).
+    ///
+    /// Needs `rediss://` URLs; both are checked by [`RedisStore::new`]
+    /// (`InvalidTlsClientCert`, `InvalidTlsClientKey`, including a key that
+    /// does not belong to the certificate). The key is never printed.
+    ///
+    /// [`RedisStore::new`]: crate::RedisStore::new
+    #[must_use]
+    pub fn tls_client_cert_pem(
+        mut self,
+        cert_chain_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.tls.client = Some(ClientIdentity {
+            cert_chain_pem: cert_chain_pem.into().into(),
+            key_pem: key_pem.into().into(),
+        });
+        self
+    }
+
+    /// Whether the URLs use `rediss://` (TLS). Says nothing about validity.
+    #[must_use]
+    pub fn uses_tls(&self) -> bool {
+        self.urls()
+            .first()
+            .is_some_and(|url| url.starts_with("rediss://"))
+    }
+
+    fn urls(&self) -> &[String] {
+        match &self.nodes {
+            Nodes::Single(url) => std::slice::from_ref(url),
+            Nodes::Cluster(urls) => urls,
+        }
+    }
+
     /// Whether this is a cluster configuration.
     #[must_use]
     pub const fn is_cluster(&self) -> bool {
@@ -126,10 +196,7 @@ impl RedisConfig {
         if prefix.len() > MAX_KEY_PREFIX_BYTES || !prefix.bytes().all(aci_contracts::is_id_byte) {
             return problem(ConfigProblem::InvalidKeyPrefix);
         }
-        let urls: &[String] = match &self.nodes {
-            Nodes::Single(url) => std::slice::from_ref(url),
-            Nodes::Cluster(urls) => urls,
-        };
+        let urls = self.urls();
         if urls.is_empty() || urls.iter().any(|u| u.trim().is_empty()) {
             return problem(ConfigProblem::MissingUrl);
         }
@@ -146,14 +213,17 @@ impl RedisConfig {
                 return problem(ConfigProblem::MixedSchemes);
             }
             tls = Some(this_tls);
-            if this_tls {
-                return problem(ConfigProblem::TlsUnsupported);
-            }
-            if url.as_str().into_connection_info().is_err() {
+            let Ok(info) = url.as_str().into_connection_info() else {
                 return problem(ConfigProblem::MalformedUrl);
+            };
+            if matches!(info.addr(), ConnectionAddr::TcpTls { insecure: true, .. }) {
+                return problem(ConfigProblem::InsecureTls);
             }
         }
-        Ok(())
+        if self.tls.is_configured() && tls != Some(true) {
+            return problem(ConfigProblem::TlsWithoutRediss);
+        }
+        self.tls.validate().map_err(RedisStoreError::Config)
     }
 }
 
@@ -171,6 +241,13 @@ impl fmt::Debug for RedisConfig {
             .field("key_prefix", &self.effective_key_prefix())
             .field("connect_timeout", &self.connect_timeout)
             .field("operation_timeout", &self.operation_timeout)
+            .field("tls", &self.uses_tls())
+            .field("tls_root_ca", &redacted(self.tls.root_ca_pem.is_some()))
+            .field("tls_client_cert", &redacted(self.tls.client.is_some()))
             .finish()
     }
+}
+
+const fn redacted(present: bool) -> &'static str {
+    if present { "<redacted>" } else { "<unset>" }
 }

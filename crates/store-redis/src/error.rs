@@ -82,9 +82,25 @@ pub enum ConfigProblem {
     /// Cluster node URLs mix `redis://` and `rediss://`.
     #[error("cluster node URLs must all use the same scheme")]
     MixedSchemes,
-    /// `rediss://` needs TLS support, which this build does not include.
-    #[error("rediss:// (TLS) is not supported by this build")]
-    TlsUnsupported,
+    /// A `rediss://` URL asks for `#insecure` (no certificate verification),
+    /// which this store does not allow: configure the CA instead.
+    #[error("rediss://…#insecure (TLS without certificate verification) is not allowed")]
+    InsecureTls,
+    /// TLS certificates were configured, but the URLs are `redis://`: the
+    /// connection would not be encrypted.
+    #[error("TLS certificates are configured but the Redis URL is not rediss://")]
+    TlsWithoutRediss,
+    /// The TLS root CA is not one or more PEM certificates usable as trust
+    /// anchors.
+    #[error("the TLS root CA is not a valid PEM certificate bundle")]
+    InvalidTlsRootCa,
+    /// The TLS client certificate chain is not one or more PEM certificates.
+    #[error("the TLS client certificate is not a valid PEM certificate chain")]
+    InvalidTlsClientCert,
+    /// The TLS client key is not a PEM private key of a supported kind, or it
+    /// does not belong to the client certificate.
+    #[error("the TLS client key is not a valid PEM private key matching the client certificate")]
+    InvalidTlsClientKey,
     /// The pool size is zero.
     #[error("the pool size must be at least 1")]
     ZeroPoolSize,
@@ -115,6 +131,10 @@ pub enum Failure {
     ConnectionLost,
     /// Connecting, sending or receiving failed otherwise.
     Connection,
+    /// The TLS handshake or session failed: the server's certificate is not
+    /// trusted or does not match the host, the server refused the client
+    /// certificate, or a TLS alert ended the connection.
+    Tls,
     /// Authentication was refused.
     Authentication,
     /// Redis Cluster could not route the command (slots moving, cluster down,
@@ -135,6 +155,7 @@ impl fmt::Display for Failure {
             Self::ConnectionRefused => f.write_str("connection refused"),
             Self::ConnectionLost => f.write_str("connection lost"),
             Self::Connection => f.write_str("connection failed"),
+            Self::Tls => f.write_str("the TLS handshake or session failed"),
             Self::Authentication => f.write_str("authentication was refused"),
             Self::Cluster => f.write_str("the cluster could not route the command"),
             Self::Server => f.write_str("the server refused the command"),
@@ -150,6 +171,7 @@ impl Failure {
             return Self::Timeout;
         }
         match error.kind() {
+            ErrorKind::Io if crate::tls::is_tls_failure(error) => Self::Tls,
             ErrorKind::Io if error.is_connection_refusal() => Self::ConnectionRefused,
             ErrorKind::Io if error.is_connection_dropped() => Self::ConnectionLost,
             ErrorKind::Io => Self::Connection,
@@ -172,6 +194,7 @@ impl Failure {
             Self::ConnectionRefused
                 | Self::ConnectionLost
                 | Self::Connection
+                | Self::Tls
                 | Self::Authentication
                 | Self::Cluster
         )

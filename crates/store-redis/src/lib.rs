@@ -60,8 +60,29 @@
 //! failure becomes [`StoreError::Unavailable`] whose source is a sanitized
 //! [`RedisStoreError`] (a [`Failure`] category, no text from the driver).
 //!
-//! The `testing` feature adds [`testing`]: throwaway `redis-server`s and a
-//! 3-node cluster for tests and benchmarks.
+//! # TLS (`rediss://`)
+//!
+//! `rediss://` URLs connect over TLS with rustls (ring provider; no system
+//! OpenSSL), single node and Cluster alike (every discovered node with the
+//! same certificates; a cluster's URLs must all use one scheme). The server
+//! certificate must match the URL's host (DNS name or IP address) and chain
+//! to the Mozilla roots compiled into the binary (`webpki-roots`), or, with
+//! [`RedisConfig::tls_root_ca_pem`], to that CA bundle instead.
+//! [`RedisConfig::tls_client_cert_pem`] adds a client certificate for mutual
+//! TLS (`tls-auth-clients yes`). PEM material is checked when the store is
+//! built ([`ConfigProblem::InvalidTlsRootCa`], …), is never printed, and
+//! `#insecure` URLs are refused ([`ConfigProblem::InsecureTls`]). A failed
+//! handshake (untrusted or mismatched certificate, refused client
+//! certificate) is `STORE_UNAVAILABLE` with [`Failure::Tls`].
+//!
+//! redis-rs builds each TLS connection's rustls configuration with the
+//! process-wide default `CryptoProvider`; unless the application installed
+//! one, the store installs rustls's ring provider as that default the first
+//! time a `rediss://` store is built.
+//!
+//! The `testing` feature adds [`testing`]: throwaway `redis-server`s (plain
+//! or TLS-only, with a throwaway CA) and a 3-node cluster (plain or TLS) for
+//! tests and benchmarks.
 
 mod codec;
 mod config;
@@ -71,6 +92,7 @@ mod pool;
 mod scripts;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod tls;
 
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -125,6 +147,7 @@ struct Inner {
     prefix: String,
     operation_timeout: Duration,
     cluster: bool,
+    tls: bool,
     nodes: usize,
     pool_size: usize,
 }
@@ -135,6 +158,7 @@ impl fmt::Debug for RedisStore {
         f.debug_struct("RedisStore")
             .field("mode", &if inner.cluster { "cluster" } else { "single" })
             .field("nodes", &inner.nodes)
+            .field("tls", &inner.tls)
             .field("pool_size", &inner.pool_size)
             .field("key_prefix", &inner.prefix)
             .field("operation_timeout", &inner.operation_timeout)
@@ -150,10 +174,18 @@ impl RedisStore {
     /// [`RedisStoreError::Config`] when the configuration is invalid.
     pub fn new(config: RedisConfig) -> Result<Self> {
         config.validate()?;
+        if config.uses_tls() {
+            tls::ensure_crypto_provider();
+        }
+        let certificates = config.tls.certificates();
         let malformed = |_| RedisStoreError::Config(ConfigProblem::MalformedUrl);
         let (target, nodes) = match &config.nodes {
             Nodes::Single(url) => {
-                let client = Client::open(url.as_str()).map_err(malformed)?;
+                let client = match certificates {
+                    Some(certificates) => Client::build_with_tls(url.as_str(), certificates),
+                    None => Client::open(url.as_str()),
+                }
+                .map_err(malformed)?;
                 let connection = AsyncConnectionConfig::new()
                     .set_connection_timeout(Some(config.connect_timeout))
                     .set_response_timeout(Some(config.operation_timeout));
@@ -166,11 +198,13 @@ impl RedisStore {
                 )
             }
             Nodes::Cluster(urls) => {
-                let client = ClusterClientBuilder::new(urls.iter().map(String::as_str))
+                let mut builder = ClusterClientBuilder::new(urls.iter().map(String::as_str))
                     .connection_timeout(config.connect_timeout)
-                    .response_timeout(config.operation_timeout)
-                    .build()
-                    .map_err(malformed)?;
+                    .response_timeout(config.operation_timeout);
+                if let Some(certificates) = certificates {
+                    builder = builder.certs(certificates);
+                }
+                let client = builder.build().map_err(malformed)?;
                 (Target::Cluster { client }, urls.len())
             }
         };
@@ -192,6 +226,7 @@ impl RedisStore {
                 prefix,
                 operation_timeout: config.operation_timeout,
                 cluster: config.is_cluster(),
+                tls: config.uses_tls(),
                 nodes,
                 pool_size: config.pool_size,
             }),

@@ -8,7 +8,13 @@
 //!   dir. With neither a URL nor a `redis-server` binary they panic with a
 //!   clear message: Redis tests fail, they never skip.
 //! - [`RedisServer`]: a dedicated server a test may stop, pause, restart on
-//!   the same port, or protect with a password.
+//!   the same port, protect with a password, or serve over TLS only
+//!   ([`RedisServerBuilder::tls`], [`RedisServerBuilder::tls_mutual`]).
+//! - [`TestPki`]: a throwaway CA with a server certificate (`127.0.0.1`,
+//!   `localhost`) and a client certificate, made in-process with `rcgen` (no
+//!   `openssl` binary). TLS servers write it into their temp dir;
+//!   [`RedisServer::config`] trusts it. [`shared_tls_store`] is a store on a
+//!   per-process TLS server.
 //! - [`Admin`]: a side connection for what tests inspect (`PTTL`, `EXISTS`,
 //!   `SCRIPT FLUSH`, `INFO commandstats`, `MEMORY USAGE`).
 //!
@@ -142,6 +148,35 @@ pub fn shared_store() -> RedisStore {
     store_for(RedisConfig::single(shared_url()).key_prefix(unique_prefix()))
 }
 
+/// The per-process TLS-only server (`rediss://`, spawned on first use,
+/// trusting [`TestPki::shared`]'s CA, clients not asked for certificates).
+///
+/// # Panics
+/// When it cannot be spawned (there is no environment override for TLS).
+#[must_use]
+pub fn shared_tls_server() -> &'static RedisServer {
+    static SHARED: OnceLock<Result<RedisServer, String>> = OnceLock::new();
+    match SHARED.get_or_init(|| {
+        RedisServer::builder()
+            .tls()
+            .spawn()
+            .map_err(|error| error.to_string())
+    }) {
+        Ok(server) => server,
+        Err(why) => panic!("store-redis TLS tests need a TLS redis-server: {why}"),
+    }
+}
+
+/// A store on [`shared_tls_server`] over `rediss://`, trusting the test CA,
+/// with a fresh random key prefix.
+///
+/// # Panics
+/// When no TLS server can be had.
+#[must_use]
+pub fn shared_tls_store() -> RedisStore {
+    store_for(shared_tls_server().config().key_prefix(unique_prefix()))
+}
+
 /// A store on the shared Redis Cluster with a fresh random key prefix.
 ///
 /// # Panics
@@ -204,6 +239,18 @@ pub struct RedisServerBuilder {
     password: Option<String>,
     cluster: bool,
     port: Option<u16>,
+    tls: Option<ServerTls>,
+}
+
+/// How a TLS [`RedisServer`] treats client certificates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerTls {
+    /// TLS only (`--port 0 --tls-port`); clients are not asked for a
+    /// certificate (`--tls-auth-clients no`).
+    ServerOnly,
+    /// TLS only, and every client must present a certificate issued by the
+    /// test CA (`--tls-auth-clients yes`).
+    Mutual,
 }
 
 impl RedisServerBuilder {
@@ -228,6 +275,24 @@ impl RedisServerBuilder {
         self
     }
 
+    /// Serves TLS only (`--port 0 --tls-port <port>`), with a certificate
+    /// from [`TestPki::shared`] (SAN `127.0.0.1`, `localhost`) written into
+    /// its temp dir; clients are not asked for certificates. A cluster node
+    /// also speaks TLS on its bus (`--tls-cluster yes`).
+    #[must_use]
+    pub const fn tls(mut self) -> Self {
+        self.tls = Some(ServerTls::ServerOnly);
+        self
+    }
+
+    /// As [`tls`](Self::tls), and requires a client certificate issued by
+    /// the test CA (`--tls-auth-clients yes`): mutual TLS.
+    #[must_use]
+    pub const fn tls_mutual(mut self) -> Self {
+        self.tls = Some(ServerTls::Mutual);
+        self
+    }
+
     /// Spawns the server and waits until it answers `PING`.
     ///
     /// # Errors
@@ -249,11 +314,15 @@ impl RedisServerBuilder {
                 .prefix("aci-redis-")
                 .tempdir()
                 .map_err(|e| TestSupportError::new(format!("no temp dir: {e}")))?;
+            if self.tls.is_some() {
+                TestPki::shared()?.write_server_files(dir.path())?;
+            }
             let mut server = RedisServer {
                 binary: binary.clone(),
                 port,
                 password: self.password.clone(),
                 cluster: self.cluster,
+                tls: self.tls,
                 dir,
                 process: None,
             };
@@ -277,6 +346,7 @@ pub struct RedisServer {
     port: u16,
     password: Option<String>,
     cluster: bool,
+    tls: Option<ServerTls>,
     dir: tempfile::TempDir,
     process: Option<Process>,
 }
@@ -308,13 +378,36 @@ impl RedisServer {
         self.port
     }
 
-    /// `redis://[:password@]127.0.0.1:<port>`.
+    /// `redis://[:password@]127.0.0.1:<port>`, `rediss://…` for a TLS
+    /// server.
     #[must_use]
     pub fn url(&self) -> String {
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
         match &self.password {
-            Some(password) => format!("redis://:{password}@127.0.0.1:{}", self.port),
-            None => format!("redis://127.0.0.1:{}", self.port),
+            Some(password) => format!("{scheme}://:{password}@127.0.0.1:{}", self.port),
+            None => format!("{scheme}://127.0.0.1:{}", self.port),
         }
+    }
+
+    /// How it serves TLS, if it does.
+    #[must_use]
+    pub const fn tls_mode(&self) -> Option<ServerTls> {
+        self.tls
+    }
+
+    /// A store configuration for it: [`url`](Self::url), and for a TLS
+    /// server the test CA as root (plus the test client certificate for
+    /// mutual TLS).
+    ///
+    /// # Panics
+    /// When the test PKI cannot be made (it was, for the server to start).
+    #[must_use]
+    pub fn config(&self) -> RedisConfig {
+        with_test_tls(RedisConfig::single(self.url()), self.tls)
     }
 
     /// The PID of the running server.
@@ -386,9 +479,13 @@ impl RedisServer {
     fn start(&mut self) -> Outcome<()> {
         let dir = self.dir.path().to_path_buf();
         let mut command = Command::new(&self.binary);
+        let (plain_port, tls_port) = match self.tls {
+            Some(_) => (0, Some(self.port)),
+            None => (self.port, None),
+        };
         command
             .arg("--port")
-            .arg(self.port.to_string())
+            .arg(plain_port.to_string())
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .args(["--protected-mode", "no", "--daemonize", "no"])
             .arg("--dir")
@@ -398,10 +495,31 @@ impl RedisServer {
         if let Some(password) = &self.password {
             command.arg("--requirepass").arg(password);
         }
+        if let (Some(tls), Some(tls_port)) = (self.tls, tls_port) {
+            command
+                .arg("--tls-port")
+                .arg(tls_port.to_string())
+                .arg("--tls-cert-file")
+                .arg(dir.join(SERVER_CERT_FILE))
+                .arg("--tls-key-file")
+                .arg(dir.join(SERVER_KEY_FILE))
+                .arg("--tls-ca-cert-file")
+                .arg(dir.join(CA_CERT_FILE))
+                .arg("--tls-auth-clients")
+                .arg(match tls {
+                    ServerTls::ServerOnly => "no",
+                    ServerTls::Mutual => "yes",
+                });
+        }
         if self.cluster {
             command
                 .args(["--cluster-enabled", "yes", "--cluster-node-timeout", "5000"])
-                .args(["--cluster-config-file", "nodes.conf"]);
+                .args(["--cluster-config-file", "nodes.conf"])
+                .arg("--cluster-port")
+                .arg((u32::from(self.port) + 10_000).to_string());
+            if self.tls.is_some() {
+                command.args(["--tls-cluster", "yes", "--tls-replication", "yes"]);
+            }
         }
         let mut server = command
             .stdin(Stdio::null())
@@ -503,8 +621,7 @@ fn free_port(cluster: bool) -> Outcome<u16> {
 }
 
 fn sync_query<T: redis::FromRedisValue>(url: &str, args: &[&str]) -> Outcome<T> {
-    let client =
-        redis::Client::open(url).map_err(|_| TestSupportError::new("bad test server URL"))?;
+    let client = test_client(url)?;
     let mut connection = client
         .get_connection_with_timeout(Duration::from_millis(500))
         .map_err(|e| TestSupportError::new(format!("connect: {:?}", e.kind())))?;
@@ -531,16 +648,38 @@ impl RedisCluster {
     /// When a node does not start, `redis-cli` is missing, or the cluster
     /// does not become ok.
     pub fn spawn(size: usize) -> Outcome<Self> {
+        Self::spawn_with(size, false)
+    }
+
+    /// As [`spawn`](Self::spawn), every node serving TLS only, on its client
+    /// port and its cluster bus (see [`RedisServerBuilder::tls`]).
+    ///
+    /// # Errors
+    /// As [`spawn`](Self::spawn).
+    pub fn spawn_tls(size: usize) -> Outcome<Self> {
+        Self::spawn_with(size, true)
+    }
+
+    fn spawn_with(size: usize, tls: bool) -> Outcome<Self> {
         let mut nodes = Vec::with_capacity(size);
         for _ in 0..size {
-            nodes.push(RedisServer::builder().cluster_node().spawn()?);
+            let builder = RedisServer::builder().cluster_node();
+            let builder = if tls { builder.tls() } else { builder };
+            nodes.push(builder.spawn()?);
         }
         let redis_cli = find_on_path("redis-cli").ok_or_else(|| {
             TestSupportError::new(
                 "redis-cli is needed to form a cluster (apt-get install redis-tools)",
             )
         })?;
-        let output = Command::new(redis_cli)
+        let mut command = Command::new(redis_cli);
+        if let Some(first) = nodes.first().filter(|_| tls) {
+            command
+                .arg("--tls")
+                .arg("--cacert")
+                .arg(first.dir.path().join(CA_CERT_FILE));
+        }
+        let output = command
             .arg("--cluster")
             .arg("create")
             .args(nodes.iter().map(RedisServer::node_address))
@@ -592,11 +731,205 @@ impl RedisCluster {
         self.nodes.iter().map(RedisServer::url).collect()
     }
 
+    /// A store configuration for it (see [`RedisServer::config`]).
+    ///
+    /// # Panics
+    /// When the test PKI cannot be made (it was, for the nodes to start).
+    #[must_use]
+    pub fn config(&self) -> RedisConfig {
+        let tls = self.nodes.first().and_then(RedisServer::tls_mode);
+        with_test_tls(RedisConfig::cluster(self.urls()), tls)
+    }
+
     /// The nodes.
     #[must_use]
     pub fn nodes(&self) -> &[RedisServer] {
         &self.nodes
     }
+}
+
+// ---------------------------------------------------------------------------
+// TLS: a throwaway PKI.
+
+/// The CA certificate a TLS server's temp dir holds.
+const CA_CERT_FILE: &str = "ca.crt";
+/// The server certificate a TLS server's temp dir holds.
+const SERVER_CERT_FILE: &str = "server.crt";
+/// The server key a TLS server's temp dir holds.
+const SERVER_KEY_FILE: &str = "server.key";
+
+/// A throwaway certificate authority, a server certificate it issued for
+/// `127.0.0.1` and `localhost`, and a client certificate it issued: ECDSA
+/// P-256, made in-process with `rcgen`.
+///
+/// Debug shows no PEM.
+pub struct TestPki {
+    ca_cert_pem: String,
+    server_cert_pem: String,
+    server_key_pem: String,
+    client_cert_pem: String,
+    client_key_pem: String,
+}
+
+impl std::fmt::Debug for TestPki {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestPki").finish_non_exhaustive()
+    }
+}
+
+impl TestPki {
+    /// A new, unrelated PKI (e.g. to show that its certificates are not
+    /// trusted by a server or client of [`shared`](Self::shared)).
+    ///
+    /// # Errors
+    /// When rcgen fails.
+    pub fn generate() -> Outcome<Self> {
+        use rcgen::{
+            BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
+            KeyPair, KeyUsagePurpose,
+        };
+        let fail = |e: rcgen::Error| TestSupportError::new(format!("test PKI: {e}"));
+        let ca_key = KeyPair::generate().map_err(fail)?;
+        let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(fail)?;
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name.push(
+            DnType::CommonName,
+            format!("aci test CA {:08x}", fastrand::u32(..)),
+        );
+        ca.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let ca_cert = ca.self_signed(&ca_key).map_err(fail)?;
+        let issuer = Issuer::new(ca, ca_key);
+
+        // The server certificate doubles as a cluster node's client
+        // certificate on the TLS cluster bus.
+        let server_key = KeyPair::generate().map_err(fail)?;
+        let mut server =
+            CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+                .map_err(fail)?;
+        server
+            .distinguished_name
+            .push(DnType::CommonName, "aci test redis-server");
+        server.extended_key_usages = vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        let server_cert = server.signed_by(&server_key, &issuer).map_err(fail)?;
+
+        let client_key = KeyPair::generate().map_err(fail)?;
+        let mut client = CertificateParams::new(Vec::<String>::new()).map_err(fail)?;
+        client
+            .distinguished_name
+            .push(DnType::CommonName, "aci test client");
+        client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let client_cert = client.signed_by(&client_key, &issuer).map_err(fail)?;
+
+        Ok(Self {
+            ca_cert_pem: ca_cert.pem(),
+            server_cert_pem: server_cert.pem(),
+            server_key_pem: server_key.serialize_pem(),
+            client_cert_pem: client_cert.pem(),
+            client_key_pem: client_key.serialize_pem(),
+        })
+    }
+
+    /// The PKI of this test process: every TLS server spawned here uses its
+    /// server certificate.
+    ///
+    /// # Errors
+    /// When it could not be made.
+    pub fn shared() -> Outcome<&'static Self> {
+        static SHARED: OnceLock<Result<TestPki, String>> = OnceLock::new();
+        SHARED
+            .get_or_init(|| Self::generate().map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|why| TestSupportError::new(why.clone()))
+    }
+
+    /// The CA certificate, PEM.
+    #[must_use]
+    pub fn ca_cert_pem(&self) -> &str {
+        &self.ca_cert_pem
+    }
+
+    /// The server certificate (SAN `127.0.0.1`, `localhost`), PEM.
+    #[must_use]
+    pub fn server_cert_pem(&self) -> &str {
+        &self.server_cert_pem
+    }
+
+    /// The server's private key, PKCS#8 PEM.
+    #[must_use]
+    pub fn server_key_pem(&self) -> &str {
+        &self.server_key_pem
+    }
+
+    /// The client certificate, PEM.
+    #[must_use]
+    pub fn client_cert_pem(&self) -> &str {
+        &self.client_cert_pem
+    }
+
+    /// The client's private key, PKCS#8 PEM.
+    #[must_use]
+    pub fn client_key_pem(&self) -> &str {
+        &self.client_key_pem
+    }
+
+    fn write_server_files(&self, dir: &Path) -> Outcome<()> {
+        for (name, pem) in [
+            (CA_CERT_FILE, &self.ca_cert_pem),
+            (SERVER_CERT_FILE, &self.server_cert_pem),
+            (SERVER_KEY_FILE, &self.server_key_pem),
+        ] {
+            std::fs::write(dir.join(name), pem)
+                .map_err(|e| TestSupportError::new(format!("writing {name}: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// The CA as root and the client certificate, for a redis client.
+    fn client_certificates(&self) -> redis::TlsCertificates {
+        redis::TlsCertificates {
+            client_tls: Some(redis::ClientTlsConfig {
+                client_cert: self.client_cert_pem.clone().into_bytes(),
+                client_key: self.client_key_pem.clone().into_bytes(),
+            }),
+            root_cert: Some(self.ca_cert_pem.clone().into_bytes()),
+        }
+    }
+}
+
+/// `config` trusting the shared test CA when `tls` is set, presenting the
+/// test client certificate for mutual TLS.
+fn with_test_tls(config: RedisConfig, tls: Option<ServerTls>) -> RedisConfig {
+    let Some(tls) = tls else { return config };
+    let pki = match TestPki::shared() {
+        Ok(pki) => pki,
+        Err(error) => panic!("{error}"),
+    };
+    let config = config.tls_root_ca_pem(pki.ca_cert_pem());
+    match tls {
+        ServerTls::ServerOnly => config,
+        ServerTls::Mutual => {
+            config.tls_client_cert_pem(pki.client_cert_pem(), pki.client_key_pem())
+        }
+    }
+}
+
+/// A driver client for a test server: `rediss://` trusts the shared test CA
+/// and presents its client certificate when asked.
+fn test_client(url: &str) -> Outcome<redis::Client> {
+    let client = if url.starts_with("rediss://") {
+        crate::tls::ensure_crypto_provider();
+        redis::Client::build_with_tls(url, TestPki::shared()?.client_certificates())
+    } else {
+        redis::Client::open(url)
+    };
+    client.map_err(|_| TestSupportError::new("bad test server URL"))
 }
 
 // ---------------------------------------------------------------------------
@@ -614,13 +947,13 @@ impl std::fmt::Debug for Admin {
 }
 
 impl Admin {
-    /// Connects to a single node.
+    /// Connects to a single node. A `rediss://` URL trusts the test CA and
+    /// presents the test client certificate when asked.
     ///
     /// # Errors
     /// When it cannot connect.
     pub async fn connect(url: &str) -> Outcome<Self> {
-        let client =
-            redis::Client::open(url).map_err(|_| TestSupportError::new("bad admin URL"))?;
+        let client = test_client(url)?;
         let connection = client
             .get_multiplexed_async_connection()
             .await
@@ -630,12 +963,19 @@ impl Admin {
         })
     }
 
-    /// Connects to a cluster.
+    /// Connects to a cluster (`rediss://` as in [`connect`](Self::connect)).
     ///
     /// # Errors
     /// When it cannot connect.
     pub async fn connect_cluster(urls: &[String]) -> Outcome<Self> {
-        let client = redis::cluster::ClusterClient::new(urls.iter().map(String::as_str))
+        let mut builder =
+            redis::cluster::ClusterClientBuilder::new(urls.iter().map(String::as_str));
+        if urls.iter().any(|url| url.starts_with("rediss://")) {
+            crate::tls::ensure_crypto_provider();
+            builder = builder.certs(TestPki::shared()?.client_certificates());
+        }
+        let client = builder
+            .build()
             .map_err(|_| TestSupportError::new("bad admin URLs"))?;
         let connection = client
             .get_async_connection()

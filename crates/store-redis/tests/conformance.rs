@@ -1,6 +1,7 @@
 //! The whole store conformance suite against a real Redis and a real 3-node
 //! Redis Cluster (spawned by the test support, or `REDIS_URL` /
-//! `REDIS_CLUSTER_URLS`).
+//! `REDIS_CLUSTER_URLS`), and against a real TLS-only Redis over `rediss://`
+//! (always spawned, with a throwaway CA).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -63,6 +64,19 @@ mod cluster {
     fn harness() -> RedisHarness {
         let store = store_redis::testing::shared_cluster_store();
         assert!(store.is_cluster());
+        RedisHarness { store }
+    }
+
+    invocation_core::store_conformance_tests!(harness());
+}
+
+/// `rediss://` to a TLS-only redis-server, trusting the test CA.
+mod tls_single_node {
+    use super::*;
+
+    fn harness() -> RedisHarness {
+        let store = store_redis::testing::shared_tls_store();
+        assert!(!store.is_cluster());
         RedisHarness { store }
     }
 
