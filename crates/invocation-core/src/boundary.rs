@@ -450,22 +450,8 @@ impl ToolBoundary {
                     Ok(Some((checked, raw_json))) => {
                         span.record("replayed", true);
                         trail.replayed_from = Some(source.clone());
-                        let finalization = Finalization::Ready {
-                            evidence: checked.evidence,
-                            raw_json,
-                            agent_result_json: checked.json,
-                            replayed_from: Some(source),
-                            finished_at: self.inner.clock.now(),
-                        };
                         return self
-                            .finish(
-                                trail,
-                                &key,
-                                finalization,
-                                checked.observation,
-                                checked.evidence,
-                                checked.counters,
-                            )
+                            .finish(trail, &key, checked, raw_json, Some(source))
                             .await;
                     }
                     Ok(None) => {}
@@ -545,22 +531,7 @@ impl ToolBoundary {
                     return self.fail(trail, &key, failure).await;
                 }
             };
-        let finalization = Finalization::Ready {
-            evidence: checked.evidence,
-            raw_json,
-            agent_result_json: checked.json,
-            replayed_from: None,
-            finished_at: self.inner.clock.now(),
-        };
-        self.finish(
-            trail,
-            &key,
-            finalization,
-            checked.observation,
-            checked.evidence,
-            checked.counters,
-        )
-        .await
+        self.finish(trail, &key, checked, raw_json, None).await
     }
 
     /// Finalizes READY; the agent gets the result only if that succeeded.
@@ -568,11 +539,23 @@ impl ToolBoundary {
         &self,
         trail: Trail<'_>,
         key: &InvocationKey,
-        finalization: Finalization,
-        observation: Box<RawValue>,
-        evidence: ReadyEvidence,
-        counters: ResultCounters,
+        checked: Checked,
+        raw_json: String,
+        replayed_from: Option<ToolCallId>,
     ) -> BoundaryOutcome {
+        let Checked {
+            evidence,
+            json,
+            observation,
+            counters,
+        } = checked;
+        let finalization = Finalization::Ready {
+            evidence,
+            raw_json,
+            agent_result_json: json,
+            replayed_from,
+            finished_at: self.inner.clock.now(),
+        };
         match self.inner.store.finalize(key, finalization).await {
             Ok(()) => trail.ready(observation, evidence, counters),
             Err(error) => {
