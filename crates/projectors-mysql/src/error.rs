@@ -94,6 +94,13 @@ pub enum Rejection {
     Assignment,
     /// A placeholder other than `?`.
     UnsupportedPlaceholder,
+    /// A table in a schema the data source does not allow.
+    SchemaNotAllowed,
+    /// A table source that is not a named table, a subquery, a join or
+    /// `JSON_TABLE` (table functions, `UNNEST`, `PIVOT`, three-part names, ...).
+    UnsupportedTable,
+    /// A schema-qualified (stored) function call.
+    StoredFunction,
 }
 
 impl Rejection {
@@ -113,6 +120,9 @@ impl Rejection {
             Self::ForbiddenFunction => "FORBIDDEN_FUNCTION",
             Self::Assignment => "ASSIGNMENT",
             Self::UnsupportedPlaceholder => "UNSUPPORTED_PLACEHOLDER",
+            Self::SchemaNotAllowed => "SCHEMA_NOT_ALLOWED",
+            Self::UnsupportedTable => "UNSUPPORTED_TABLE",
+            Self::StoredFunction => "STORED_FUNCTION",
         }
     }
 }
@@ -180,13 +190,14 @@ impl Error {
     /// timeout).
     #[must_use]
     pub fn server_code(&self) -> Option<u16> {
-        let Self::Query(source) = self else {
-            return None;
-        };
-        match source.downcast_ref::<mysql_async::Error>() {
-            Some(mysql_async::Error::Server(server)) => Some(server.code),
-            _ => None,
+        #[cfg(feature = "mysql")]
+        if let Self::Query(source) = self
+            && let Some(mysql_async::Error::Server(server)) =
+                source.downcast_ref::<mysql_async::Error>()
+        {
+            return Some(server.code);
         }
+        None
     }
 
     pub(crate) const fn rejected(reason: Rejection) -> Self {

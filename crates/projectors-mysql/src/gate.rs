@@ -23,13 +23,27 @@
 //!    promises one SELECT, `SHOW` can reveal other sessions and settings, and
 //!    `EXPLAIN ANALYZE` executes; schema questions can be asked through
 //!    `information_schema`, which the server filters by privilege.
-//! 6. The number of `?` placeholders equals the number of params; otherwise
+//! 6. Every table is a plain named table, a derived table (subquery), a join
+//!    or `JSON_TABLE`; a schema-qualified table (`schema.table`) names one of
+//!    the [`AllowedSchemas`]; no function is schema-qualified (`schema.f()`
+//!    is a stored function, which may do anything its definer may).
+//!    Unqualified tables resolve to the connection's default database, which
+//!    the executor requires to be one of the allowed schemas.
+//! 7. The number of `?` placeholders equals the number of params; otherwise
 //!    [`Error::ParamCountMismatch`], which the boundary reports as
 //!    `INVALID_INPUT` (the statement is acceptable, the arguments disagree).
 //!
 //! Everything else is [`Error::QueryRejected`] (`QUERY_REJECTED`).
+//!
+//! The gate errs on the side of refusing: `/*!` inside a string literal, a
+//! column named `lock` (unquoted) or a function named like a denied one in
+//! another schema are refused too. Pass such strings as params, and quote
+//! such identifiers with backticks.
 
-use sqlparser::ast::{Query, SetExpr, Statement};
+use std::collections::BTreeSet;
+use std::ops::ControlFlow;
+
+use sqlparser::ast::{Expr, ObjectName, Query, SetExpr, Statement, TableFactor, Visit, Visitor};
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 use sqlparser::tokenizer::{Token, Tokenizer};
@@ -62,15 +76,56 @@ pub const DENIED_FUNCTIONS: &[&str] = &[
     "WAIT_UNTIL_SQL_THREAD_AFTER_GTIDS",
 ];
 
-/// Checks `sql` with `params` values against the gate's rules.
+/// The schemas a data source's statements may name.
+///
+/// Schema names compare exactly (byte for byte, after backtick unquoting):
+/// on a server with case-insensitive names a differently cased spelling is
+/// refused, never let through.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AllowedSchemas {
+    names: BTreeSet<String>,
+}
+
+impl AllowedSchemas {
+    /// Exactly these schemas.
+    pub fn new<I, S>(names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self {
+            names: names.into_iter().map(Into::into).collect(),
+        }
+    }
+
+    /// Whether `schema` is one of them.
+    #[must_use]
+    pub fn contains(&self, schema: &str) -> bool {
+        self.names.contains(schema)
+    }
+
+    /// The names, sorted.
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        self.names.iter().map(String::as_str)
+    }
+
+    /// Whether no schema is allowed (then only unqualified tables pass).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+}
+
+/// Checks `sql` with `params` values against the gate's rules, with tables
+/// limited to `schemas`.
 ///
 /// Returns the number of `?` placeholders.
 ///
 /// # Errors
 /// [`Error::QueryRejected`] naming the first broken rule, or
 /// [`Error::ParamCountMismatch`].
-pub fn check_query(sql: &str, params: usize) -> Result<usize> {
-    let placeholders = check(sql).map_err(Error::rejected)?;
+pub fn check_query(sql: &str, params: usize, schemas: &AllowedSchemas) -> Result<usize> {
+    let placeholders = check(sql, schemas).map_err(Error::rejected)?;
     if placeholders != params {
         return Err(Error::ParamCountMismatch {
             placeholders,
@@ -80,7 +135,7 @@ pub fn check_query(sql: &str, params: usize) -> Result<usize> {
     Ok(placeholders)
 }
 
-fn check(sql: &str) -> Result<usize, Rejection> {
+fn check(sql: &str, schemas: &AllowedSchemas) -> Result<usize, Rejection> {
     if sql.trim().is_empty() {
         return Err(Rejection::Empty);
     }
@@ -110,7 +165,60 @@ fn check(sql: &str) -> Result<usize, Rejection> {
         Statement::Query(query) => check_query_tree(query)?,
         _ => return Err(Rejection::NotAQuery),
     }
+    if let ControlFlow::Break(rejection) = statement.visit(&mut Relations { schemas }) {
+        return Err(rejection);
+    }
     Ok(placeholders)
+}
+
+/// Walks every table and function call of a statement (rule 6).
+struct Relations<'a> {
+    schemas: &'a AllowedSchemas,
+}
+
+impl Visitor for Relations<'_> {
+    type Break = Rejection;
+
+    fn pre_visit_table_factor(&mut self, table: &TableFactor) -> ControlFlow<Rejection> {
+        match table {
+            TableFactor::Table {
+                name,
+                args: None,
+                with_ordinality: false,
+                json_path: None,
+                sample: None,
+                ..
+            } => check_table_name(name, self.schemas),
+            TableFactor::Derived { .. }
+            | TableFactor::NestedJoin { .. }
+            | TableFactor::JsonTable { .. } => ControlFlow::Continue(()),
+            _ => ControlFlow::Break(Rejection::UnsupportedTable),
+        }
+    }
+
+    fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<Rejection> {
+        match expr {
+            Expr::Function(function) if function.name.0.len() > 1 => {
+                ControlFlow::Break(Rejection::StoredFunction)
+            }
+            _ => ControlFlow::Continue(()),
+        }
+    }
+}
+
+fn check_table_name(name: &ObjectName, schemas: &AllowedSchemas) -> ControlFlow<Rejection> {
+    let parts: Option<Vec<&str>> = name
+        .0
+        .iter()
+        .map(|part| part.as_ident().map(|ident| ident.value.as_str()))
+        .collect();
+    match parts.as_deref() {
+        // The connection's default database.
+        Some([_table]) => ControlFlow::Continue(()),
+        Some([schema, _table]) if schemas.contains(schema) => ControlFlow::Continue(()),
+        Some([_, _]) => ControlFlow::Break(Rejection::SchemaNotAllowed),
+        _ => ControlFlow::Break(Rejection::UnsupportedTable),
+    }
 }
 
 /// `/*!`, `/*M!` (any case) or `/*+` anywhere in the text.

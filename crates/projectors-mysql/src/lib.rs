@@ -10,9 +10,11 @@
 //!   limit for any input.
 //! - [`query_mysql_scope`] is the scope normalizer (what counts as the same query).
 //! - [`gate`] is the SQL gate: one read-only query, nothing else.
-//! - [`MysqlAsyncExecutor`] is the real adapter: named data sources, the gate,
-//!   and server-side defenses (read-only transaction, statement time limit,
-//!   row cap, streaming).
+//! - `MysqlAsyncExecutor` (feature `mysql`, on by default) is the real
+//!   adapter: named data sources with allowed schemas, the gate, and
+//!   server-side defenses (prepared statements, read-only transaction always
+//!   rolled back, server and client time limits, row cap, streaming). See
+//!   `docs/mysql.md`.
 //!
 //! Nothing agent-facing carries SQL text, URLs, credentials or limits: errors
 //! reach the agent only as their [`ExecutionErrorKind`](invocation_core::ExecutionErrorKind).
@@ -23,7 +25,10 @@ mod json;
 mod projector;
 mod raw;
 mod scope;
+#[cfg(feature = "mysql")]
 mod server;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod tool;
 
 pub use error::{Error, Rejection, Result};
@@ -33,9 +38,11 @@ pub use projector::{
 };
 pub use raw::{RawColumn, RawColumnKind, RawResultSet, RawValue};
 pub use scope::{normalize_sql, query_mysql_scope};
+#[cfg(feature = "mysql")]
 pub use server::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_FETCH_ROWS, DEFAULT_MAX_RAW_BYTES, DEFAULT_MAX_VALUE_BYTES,
-    DEFAULT_STATEMENT_TIMEOUT, DataSourceConfig, MysqlAsyncExecutor, MysqlConfig, redact_url,
+    DEFAULT_CLIENT_GRACE, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FETCH_ROWS, DEFAULT_MAX_RAW_BYTES,
+    DEFAULT_MAX_VALUE_BYTES, DEFAULT_STATEMENT_TIMEOUT, DataSourceConfig, MysqlAsyncExecutor,
+    MysqlConfig, redact_url,
 };
 pub use tool::{
     MysqlExecutor, MysqlQuery, QueryMysqlExecutor, QueryMysqlTool, query_mysql_tool,

@@ -32,7 +32,11 @@ impl MysqlExecutor for FakeMysql {
             .sources
             .get(query.data_source)
             .ok_or(Error::DataSourceUnknown)?;
-        gate::check_query(query.sql, query.params.len())?;
+        gate::check_query(
+            query.sql,
+            query.params.len(),
+            &gate::AllowedSchemas::new(["shop"]),
+        )?;
         Ok(raw.clone())
     }
 }

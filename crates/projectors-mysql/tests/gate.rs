@@ -1,8 +1,18 @@
 //! The SQL gate table: what gets through and what is refused, and why.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use projectors_mysql::gate::check_query;
+use projectors_mysql::gate::{AllowedSchemas, check_query as check_with};
 use projectors_mysql::{Error, Rejection};
+
+/// The gate for a source whose default database is `shop`, which may also
+/// read `information_schema`.
+fn check_query(sql: &str, params: usize) -> projectors_mysql::Result<usize> {
+    check_with(
+        sql,
+        params,
+        &AllowedSchemas::new(["shop", "information_schema"]),
+    )
+}
 
 #[test]
 fn read_only_queries_are_accepted() {

@@ -7,191 +7,79 @@
 //! reachable is a failure with a clear message, never a skip.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use aci_contracts::{ErrorCode, EvidenceStatus, InvocationStatus, RunId};
 use invocation_core::{BoundaryOutcome, RunContext, ToolBoundary, ToolEnvelope};
 use mysql_async::prelude::Queryable;
-use mysql_async::{Opts, Pool};
+use projectors_mysql::testing::TestDatabase;
 use projectors_mysql::{
     DataSourceConfig, Error, MysqlAsyncExecutor, MysqlConfig, MysqlExecutor, MysqlQuery, RawValue,
-    Rejection, query_mysql_tool, redact_url,
+    Rejection, query_mysql_tool,
 };
 use serde_json::{Value, json};
 use store_memory::MemoryStore;
-
-const DEFAULT_ADMIN_URL: &str = "mysql://root@127.0.0.1:3306/?prefer_socket=false";
-
-fn random_hex() -> String {
-    let mut hasher = RandomState::new().build_hasher();
-    hasher.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos(),
-    );
-    hasher.write_u32(std::process::id());
-    format!("{:016x}", hasher.finish())
-}
-
-fn encode(part: &str) -> String {
-    part.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-                char::from(b).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
-
-/// A database and a SELECT-only account of one test.
-#[derive(Debug, Clone)]
-struct TestDb {
-    admin_url: String,
-    host: String,
-    port: u16,
-    database: String,
-    reader: String,
-    reader_password: String,
-    mariadb: bool,
-}
-
-impl TestDb {
-    fn reader_url(&self) -> String {
-        format!(
-            "mysql://{}:{}@{}:{}/{}?prefer_socket=false",
-            self.reader, self.reader_password, self.host, self.port, self.database
-        )
-    }
-
-    /// The admin account on the test database (to show the read-only
-    /// transaction holds even for an account that may write).
-    fn admin_db_url(&self) -> String {
-        let opts = Opts::from_url(&self.admin_url).unwrap();
-        let user = encode(opts.user().unwrap_or(""));
-        let password = opts
-            .pass()
-            .map(|p| format!(":{}", encode(p)))
-            .unwrap_or_default();
-        format!(
-            "mysql://{user}{password}@{}:{}/{}?prefer_socket=false",
-            self.host, self.port, self.database
-        )
-    }
-
-    async fn admin(&self) -> mysql_async::Conn {
-        Pool::new(Opts::from_url(&self.admin_url).unwrap())
-            .get_conn()
-            .await
-            .unwrap()
-    }
-}
 
 const SCHEMA: &str = "CREATE TABLE evidence (
     id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
     amount DECIMAL(20,6) NULL,
     ratio DOUBLE NULL,
+    approx FLOAT NULL,
     day DATE NULL,
     at TIME NULL,
     created DATETIME(6) NULL,
+    stamped TIMESTAMP(3) NULL,
     note VARCHAR(100) CHARACTER SET utf8mb4 NULL,
+    latin VARCHAR(40) CHARACTER SET latin1 NULL,
+    folded VARCHAR(40) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NULL,
+    exact VARCHAR(40) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
     payload BLOB NULL,
+    code VARBINARY(8) NULL,
     doc JSON NULL,
     flag BIT(1) NULL,
-    small TINYINT NULL
+    small TINYINT NULL,
+    signed_big BIGINT NULL
 ) DEFAULT CHARSET = utf8mb4";
 
-const ROWS: &str = "INSERT INTO evidence VALUES
-    (18446744073709551615, 12345678901234.123456, 0.25, '2024-02-29', '-838:59:59',
-     '2024-05-06 07:08:09.123456', '订单超时 ⏱️ 😀', X'0001FEFF', '{\"a\": [1, 2]}', b'1', -5),
-    (1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)";
+/// Written at UTC+02:00: the executor reads TIMESTAMP values in UTC.
+const ROWS: &[&str] = &[
+    "SET time_zone = '+02:00'",
+    "INSERT INTO evidence VALUES
+    (18446744073709551615, -12345678901234.123456, 0.25, 1.5, '2024-02-29', '-838:59:59',
+     '2024-05-06 07:08:09.123456', '2024-05-06 09:08:09.250', '订单超时 ⏱️ 😀', 'café',
+     'Straße', 'ÅNGSTRÖM', X'0001FEFF', X'DEADBEEF', '{\"a\": [1, 2]}', b'1', -5,
+     -9223372036854775808),
+    (1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+     NULL, NULL)",
+];
 
-async fn create() -> TestDb {
-    let admin_url = std::env::var("MYSQL_URL").unwrap_or_else(|_| DEFAULT_ADMIN_URL.to_owned());
-    let opts = Opts::from_url(&admin_url).unwrap_or_else(|_| {
-        panic!(
-            "MYSQL_URL is not a valid MySQL URL: {}",
-            redact_url(&admin_url)
-        )
-    });
-    let pool = Pool::new(opts.clone());
-    let mut conn = match tokio::time::timeout(Duration::from_secs(10), pool.get_conn()).await {
-        Ok(Ok(conn)) => conn,
-        Ok(Err(error)) => panic!(
-            "no MySQL/MariaDB server usable at {} ({error}). Start one (for example \
-             `start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd`) \
-             or set MYSQL_URL to an account that may create databases and users.",
-            redact_url(&admin_url)
-        ),
-        Err(_) => panic!(
-            "no MySQL/MariaDB server answered within 10 s at {}. Start one or set MYSQL_URL.",
-            redact_url(&admin_url)
-        ),
-    };
-    let version: String = conn.query_first("SELECT VERSION()").await.unwrap().unwrap();
-    let suffix = random_hex();
-    let db = TestDb {
-        host: opts.ip_or_hostname().to_owned(),
-        port: opts.tcp_port(),
-        database: format!("aci_test_{suffix}"),
-        reader: format!("aci_ro_{}", &suffix[..12]),
-        reader_password: random_hex(),
-        mariadb: version.contains("MariaDB"),
-        admin_url,
-    };
-    conn.query_drop(format!("CREATE DATABASE `{}`", db.database))
-        .await
-        .unwrap();
-    conn.query_drop(format!("USE `{}`", db.database))
-        .await
-        .unwrap();
-    conn.query_drop(SCHEMA).await.unwrap();
-    conn.query_drop(ROWS).await.unwrap();
-    for host in ["%", "localhost"] {
-        conn.query_drop(format!(
-            "CREATE USER '{}'@'{host}' IDENTIFIED BY '{}'",
-            db.reader, db.reader_password
-        ))
-        .await
-        .unwrap();
-        conn.query_drop(format!(
-            "GRANT SELECT ON `{}`.* TO '{}'@'{host}'",
-            db.database, db.reader
-        ))
-        .await
-        .unwrap();
-    }
-    drop(conn);
-    pool.disconnect().await.unwrap();
-    db
-}
+/// A table of 5000 numbers: big enough to be truncated, and a cross join of
+/// it with itself runs for hours.
+const NUMBERS: &[&str] = &[
+    "CREATE TABLE numbers (n INT NOT NULL PRIMARY KEY)",
+    "SET SESSION max_recursive_iterations = 10000",
+    "INSERT INTO numbers (n) WITH RECURSIVE seq(n) AS \
+     (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < 5000) SELECT n FROM seq",
+];
 
-async fn drop_db(db: &TestDb) {
-    let mut conn = db.admin().await;
-    conn.query_drop(format!("DROP DATABASE IF EXISTS `{}`", db.database))
-        .await
-        .unwrap();
-    for host in ["%", "localhost"] {
-        conn.query_drop(format!("DROP USER IF EXISTS '{}'@'{host}'", db.reader))
-            .await
-            .unwrap();
-    }
+/// The set-up of every test: both tables.
+fn setup() -> Vec<&'static str> {
+    let mut statements = vec![SCHEMA];
+    statements.extend_from_slice(ROWS);
+    statements.extend_from_slice(NUMBERS);
+    statements
 }
 
 /// Runs `body` on a fresh database and account, and always drops both.
 async fn with_db<F, Fut>(body: F)
 where
-    F: FnOnce(TestDb) -> Fut,
+    F: FnOnce(TestDatabase) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
-    let db = create().await;
+    let db = TestDatabase::create(&setup()).await;
     let outcome = tokio::spawn(body(db.clone())).await;
-    drop_db(&db).await;
+    db.drop().await;
     if let Err(error) = outcome {
         std::panic::resume_unwind(error.into_panic());
     }
@@ -215,7 +103,7 @@ async fn call(boundary: &ToolBoundary, id: &str, arguments: Value) -> BoundaryOu
         .await
 }
 
-const SELECT_ALL: &str = "SELECT id, amount, ratio, day, at, created, note, payload, doc, flag, small FROM evidence WHERE id >= ? ORDER BY id DESC";
+const SELECT_ALL: &str = "SELECT id, amount, ratio, approx, day, at, created, stamped, note, latin, folded, exact, payload, code, doc, flag, small, signed_big FROM evidence WHERE id >= ? ORDER BY id DESC";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn every_type_reads_through_the_tool_as_a_select_only_account() {
@@ -234,7 +122,7 @@ async fn every_type_reads_through_the_tool_as_a_select_only_account() {
         .await;
         assert_eq!(outcome.control.status, InvocationStatus::Ready, "{outcome:?}");
         // MariaDB keeps JSON as text; MySQL reports its own JSON type.
-        let doc_type = if db.mariadb { "STRING" } else { "JSON" };
+        let doc_type = if db.is_mariadb() { "STRING" } else { "JSON" };
         assert_eq!(
             outcome.observation.to_json(),
             json!({
@@ -244,30 +132,47 @@ async fn every_type_reads_through_the_tool_as_a_select_only_account() {
                     {"name": "id", "type": "UNSIGNED_INTEGER"},
                     {"name": "amount", "type": "DECIMAL"},
                     {"name": "ratio", "type": "FLOAT"},
+                    {"name": "approx", "type": "FLOAT"},
                     {"name": "day", "type": "DATE"},
                     {"name": "at", "type": "TIME"},
                     {"name": "created", "type": "DATETIME"},
+                    {"name": "stamped", "type": "DATETIME"},
                     {"name": "note", "type": "STRING"},
+                    {"name": "latin", "type": "STRING"},
+                    {"name": "folded", "type": "STRING"},
+                    {"name": "exact", "type": "STRING"},
                     {"name": "payload", "type": "BINARY"},
+                    {"name": "code", "type": "BINARY"},
                     {"name": "doc", "type": doc_type},
                     {"name": "flag", "type": "BOOLEAN"},
-                    {"name": "small", "type": "INTEGER"}
+                    {"name": "small", "type": "INTEGER"},
+                    {"name": "signed_big", "type": "INTEGER"}
                 ],
                 "rows": [
                     [
                         18_446_744_073_709_551_615u64,
-                        "12345678901234.123456",
+                        // DECIMAL: exact, as a string.
+                        "-12345678901234.123456",
                         0.25,
+                        1.5,
                         "2024-02-29",
                         "-838:59:59",
                         "2024-05-06T07:08:09.123456",
+                        // TIMESTAMP written at +02:00, read in UTC.
+                        "2024-05-06T07:08:09.250000",
                         "订单超时 ⏱️ 😀",
+                        // latin1 and other collations arrive as UTF-8.
+                        "café",
+                        "Straße",
+                        "ÅNGSTRÖM",
                         "AAH+/w==",
+                        "3q2+7w==",
                         "{\"a\": [1, 2]}",
                         true,
-                        -5
+                        -5,
+                        -9_223_372_036_854_775_808i64
                     ],
-                    [1, null, null, null, null, null, null, null, null, null, null]
+                    [1, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null]
                 ],
                 "truncated": false
             })
@@ -306,8 +211,35 @@ async fn every_type_reads_through_the_tool_as_a_select_only_account() {
         .await;
         let observation = outcome.observation.to_json();
         assert_eq!(observation["evidence_status"], "EVIDENCE_FOUND", "{observation}");
-        assert_eq!(observation["rows"][0][0], "x' OR '1'='1");
-        assert_eq!(observation["rows"][0][5], "订单超时 ⏱️ 😀");
+        assert_eq!(
+            observation["rows"],
+            json!([["x' OR '1'='1", -7, 1, null, 18_446_744_073_709_551_615u64, "订单超时 ⏱️ 😀"]]),
+            "{observation}"
+        );
+
+        // String params compare under each column's own character set and collation.
+        for (index, (sql, param, found)) in [
+            ("SELECT id FROM evidence WHERE folded = ?", "STRAßE", true),
+            ("SELECT id FROM evidence WHERE exact = ?", "ångström", false),
+            ("SELECT id FROM evidence WHERE exact = ?", "ÅNGSTRÖM", true),
+            ("SELECT id FROM evidence WHERE latin = ?", "café", true),
+            ("SELECT id FROM evidence WHERE note LIKE ?", "%⏱️%", true),
+            ("SELECT id FROM evidence WHERE note = ?", "' OR 1=1 -- ", false),
+            ("SELECT id FROM evidence WHERE note = ?", "订单超时 ⏱️ 😀' OR '1'='1", false),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let outcome = call(
+                &boundary,
+                &format!("call-collation-{index}"),
+                json!({"data_source": "shop", "sql": sql, "params": [param]}),
+            )
+            .await;
+            let rows = outcome.observation.to_json()["rows"].clone();
+            let expected = if found { json!([[18_446_744_073_709_551_615u64]]) } else { json!([]) };
+            assert_eq!(rows, expected, "{sql} with {param}");
+        }
 
         // Errors through the boundary carry only their code.
         for (id, arguments, code) in [
@@ -341,12 +273,12 @@ async fn every_type_reads_through_the_tool_as_a_select_only_account() {
             assert_eq!(outcome.control.error_code, Some(code), "{id}");
             let text = outcome.observation.to_json().to_string();
             assert!(
-                !text.contains("no_such_table") && !text.contains(&db.reader) && !text.contains(&db.host),
+                !text.contains("no_such_table") && !text.contains(db.reader()) && !text.contains(db.host()),
                 "{text}"
             );
         }
         // The executor's Debug shows no password.
-        assert!(!format!("{executor:?}").contains(&db.reader_password));
+        assert!(!format!("{executor:?}").contains(db.reader_password()));
     })
     .await;
 }
@@ -415,7 +347,7 @@ async fn writes_are_refused_by_the_server_even_without_the_gate() {
         let (count, small): (u64, Option<i64>) = admin
             .query_first(format!(
                 "SELECT COUNT(*), MAX(small) FROM `{}`.evidence",
-                db.database
+                db.database()
             ))
             .await
             .unwrap()
@@ -423,12 +355,12 @@ async fn writes_are_refused_by_the_server_even_without_the_gate() {
         assert_eq!((count, small), (2, Some(-5)));
         let tables: Vec<String> = admin
             .query(format!(
-                "SELECT table_name FROM information_schema.tables WHERE table_schema = '{}'",
-                db.database
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = '{}' ORDER BY 1",
+                db.database()
             ))
             .await
             .unwrap();
-        assert_eq!(tables, ["evidence"]);
+        assert_eq!(tables, ["evidence", "numbers"]);
         // Driver errors stay out of Display and Debug of the executor's errors.
         let error = executor
             .run_read_only(MysqlQuery {
@@ -501,7 +433,7 @@ async fn the_server_enforces_the_statement_time_limit() {
                 params: &[],
             })
             .await;
-        if db.mariadb {
+        if db.is_mariadb() {
             // ER_STATEMENT_TIMEOUT, which the agent sees as EXECUTION_TIMEOUT.
             let error = result.unwrap_err();
             assert_eq!(error.server_code(), Some(1969));
@@ -524,7 +456,7 @@ async fn the_server_enforces_the_statement_time_limit() {
             .await
             .unwrap();
         assert_eq!(raw.rows, [[RawValue::UInt(101)]]);
-        if db.mariadb {
+        if db.is_mariadb() {
             let raw = executor
                 .run_read_only(MysqlQuery {
                     data_source: "shop",
@@ -545,6 +477,271 @@ async fn the_server_enforces_the_statement_time_limit() {
             .await
             .unwrap();
         assert_eq!(raw.rows.len(), 1);
+    })
+    .await;
+}
+
+/// A statement that runs for hours unless stopped: a triple cross join.
+const LONG_QUERY: &str =
+    "SELECT COUNT(*) FROM numbers a, numbers b, numbers c WHERE a.n + b.n + c.n = ?";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_big_table_is_read_up_to_its_cap_and_marked_truncated() {
+    with_db(|db| async move {
+        let executor = Arc::new(executor(&[
+            ("shop", DataSourceConfig::new(db.reader_url())),
+            ("small", DataSourceConfig::new(db.reader_url()).max_rows(7)),
+        ]));
+        let boundary = ToolBoundary::builder(Arc::new(MemoryStore::new()))
+            .tool(query_mysql_tool(Arc::clone(&executor)))
+            .build()
+            .unwrap();
+        // Default cap (100 rows) on a 5000-row table, with and without LIMIT.
+        for (id, sql) in [
+            ("big", "SELECT n FROM numbers ORDER BY n"),
+            ("big-limit", "SELECT n FROM numbers ORDER BY n LIMIT 4000"),
+        ] {
+            let outcome = call(&boundary, id, json!({"data_source": "shop", "sql": sql})).await;
+            let observation = outcome.observation.to_json();
+            let rows = observation["rows"].as_array().unwrap();
+            assert_eq!(rows.len(), 100, "{id}");
+            assert_eq!(rows[0], json!([1]));
+            assert_eq!(rows[99], json!([100]));
+            assert_eq!(observation["truncated"], true, "{id}");
+        }
+        // A configured cap; the executor reads cap + 1 rows at most.
+        let raw = executor
+            .query(MysqlQuery {
+                data_source: "small",
+                sql: "SELECT n FROM numbers WHERE n > ? ORDER BY n",
+                params: &[aci_contracts::SqlValue::Int(10)],
+            })
+            .await
+            .unwrap();
+        assert_eq!(raw.rows.len(), 7);
+        assert_eq!(raw.rows[0], [RawValue::Int(11)]);
+        assert!(raw.more_rows);
+        // Just under the cap: complete.
+        let raw = executor
+            .query(MysqlQuery {
+                data_source: "small",
+                sql: "SELECT n FROM numbers WHERE n > 4993 ORDER BY n",
+                params: &[],
+            })
+            .await
+            .unwrap();
+        assert_eq!(raw.rows.len(), 7);
+        assert!(!raw.more_rows);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_long_query_is_stopped_at_the_server_time_limit() {
+    with_db(|db| async move {
+        let executor = Arc::new(executor(&[(
+            "shop",
+            DataSourceConfig::new(db.reader_url()).timeout(Duration::from_millis(300)),
+        )]));
+        let boundary = ToolBoundary::builder(Arc::new(MemoryStore::new()))
+            .tool(query_mysql_tool(Arc::clone(&executor)))
+            .build()
+            .unwrap();
+        let started = Instant::now();
+        let outcome = call(
+            &boundary,
+            "long",
+            json!({"data_source": "shop", "sql": LONG_QUERY, "params": [-1]}),
+        )
+        .await;
+        assert_eq!(
+            outcome.control.error_code,
+            Some(ErrorCode::ExecutionTimeout)
+        );
+        // Stopped by the server (1969 / 3024), well before the client limit.
+        let error = executor
+            .query(MysqlQuery {
+                data_source: "shop",
+                sql: LONG_QUERY,
+                params: &[aci_contracts::SqlValue::Int(-1)],
+            })
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(error.server_code(), Some(1969 | 3024)),
+            "{error:?}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(30));
+        // The pool is usable afterwards.
+        let raw = executor
+            .query(MysqlQuery {
+                data_source: "shop",
+                sql: "SELECT COUNT(*) FROM numbers",
+                params: &[],
+            })
+            .await
+            .unwrap();
+        assert_eq!(raw.rows, [[RawValue::Int(5000)]]);
+    })
+    .await;
+}
+
+/// Statements of `user` that are running now.
+async fn running_statements(db: &TestDatabase, user: &str) -> u64 {
+    let mut admin = db.admin().await;
+    let count: Option<u64> = admin
+        .exec_first(
+            "SELECT COUNT(*) FROM information_schema.processlist \
+             WHERE user = ? AND command NOT IN ('Sleep', 'Daemon') AND info LIKE '%numbers a%'",
+            (user,),
+        )
+        .await
+        .unwrap();
+    count.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_client_timeout_kills_the_statement_on_the_server() {
+    with_db(|db| async move {
+        // The server would let the statement run for 10 minutes; the client
+        // gives up after 400 ms and must kill it.
+        let executor = Arc::new(executor(&[(
+            "shop",
+            DataSourceConfig::new(db.reader_url())
+                .timeout(Duration::from_secs(600))
+                .client_timeout(Duration::from_millis(400)),
+        )]));
+        let boundary = ToolBoundary::builder(Arc::new(MemoryStore::new()))
+            .tool(query_mysql_tool(Arc::clone(&executor)))
+            .build()
+            .unwrap();
+        let started = Instant::now();
+        let outcome = call(
+            &boundary,
+            "killed",
+            json!({"data_source": "shop", "sql": LONG_QUERY, "params": [-2]}),
+        )
+        .await;
+        assert_eq!(
+            outcome.control.error_code,
+            Some(ErrorCode::ExecutionTimeout)
+        );
+        assert!(started.elapsed() < Duration::from_secs(60));
+        // Nothing of the reader's is still running on the server.
+        let mut running = running_statements(&db, db.reader()).await;
+        for _ in 0..50 {
+            if running == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            running = running_statements(&db, db.reader()).await;
+        }
+        assert_eq!(running, 0, "the statement still runs on the server");
+        // The executor's error is its own timeout, not the server's.
+        let error = executor
+            .query(MysqlQuery {
+                data_source: "shop",
+                sql: LONG_QUERY,
+                params: &[aci_contracts::SqlValue::Int(-3)],
+            })
+            .await
+            .unwrap_err();
+        assert!(matches!(error, Error::Timeout), "{error:?}");
+        // The pool is usable afterwards.
+        let raw = executor
+            .query(MysqlQuery {
+                data_source: "shop",
+                sql: "SELECT COUNT(*) FROM numbers",
+                params: &[],
+            })
+            .await
+            .unwrap();
+        assert_eq!(raw.rows, [[RawValue::Int(5000)]]);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tables_must_be_in_the_allowed_schemas() {
+    with_db(|db| async move {
+        let executor = executor(&[
+            ("shop", DataSourceConfig::new(db.reader_url())),
+            (
+                "catalog",
+                DataSourceConfig::new(db.reader_url())
+                    .allowed_schemas([db.database(), "information_schema"]),
+            ),
+        ]);
+        let database = db.database().to_owned();
+        let qualified = format!("SELECT COUNT(*) FROM `{database}`.numbers");
+        let catalog_query = "SELECT table_name FROM information_schema.tables \
+                             WHERE table_schema = DATABASE() ORDER BY table_name";
+        for (source, sql, allowed) in [
+            ("shop", "SELECT COUNT(*) FROM numbers", true),
+            ("shop", qualified.as_str(), true),
+            (
+                "shop",
+                "SELECT user, authentication_string FROM mysql.user",
+                false,
+            ),
+            (
+                "shop",
+                "SELECT * FROM numbers WHERE n IN (SELECT 1 FROM mysql.user)",
+                false,
+            ),
+            ("shop", catalog_query, false),
+            ("catalog", catalog_query, true),
+            ("catalog", "SELECT * FROM performance_schema.threads", false),
+        ] {
+            let result = executor
+                .query(MysqlQuery {
+                    data_source: source,
+                    sql,
+                    params: &[],
+                })
+                .await;
+            if allowed {
+                assert!(result.is_ok(), "{source}: {sql}: {result:?}");
+            } else {
+                assert!(
+                    matches!(
+                        result,
+                        Err(Error::QueryRejected {
+                            reason: Rejection::SchemaNotAllowed
+                        })
+                    ),
+                    "{source}: {sql}: {result:?}"
+                );
+            }
+        }
+        // information_schema shows only what the account may see.
+        let raw = executor
+            .query(MysqlQuery {
+                data_source: "catalog",
+                sql: catalog_query,
+                params: &[],
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            raw.rows,
+            [
+                [RawValue::Text("evidence".into())],
+                [RawValue::Text("numbers".into())]
+            ]
+        );
+
+        // Allowed schemas must include the URL's database, and a source
+        // needs one or the other.
+        for source in [
+            DataSourceConfig::new(db.reader_url()).allowed_schemas(["information_schema"]),
+            DataSourceConfig::new("mysql://reader@127.0.0.1:3306/"),
+            DataSourceConfig::new(db.reader_url()).allowed_schemas([" "]),
+        ] {
+            let error = MysqlAsyncExecutor::new(&MysqlConfig::new().data_source("bad", source))
+                .unwrap_err();
+            assert_eq!(error.code(), "INVALID_CONFIG", "{error}");
+        }
     })
     .await;
 }

@@ -13,6 +13,9 @@ use crate::DEFAULT_MAX_ROWS;
 pub const DEFAULT_FETCH_ROWS: usize = DEFAULT_MAX_ROWS;
 /// Default server-side statement time limit.
 pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default time the client waits beyond the server-side statement limit
+/// before it kills the statement itself.
+pub const DEFAULT_CLIENT_GRACE: Duration = Duration::from_secs(1);
 /// Default time to get a connection.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default bytes kept of one text, JSON or binary value in the raw response.
@@ -33,8 +36,10 @@ pub const DEFAULT_MAX_RAW_BYTES: usize = 256 * 1024;
 ///
 /// [mysql.data_sources.orders]
 /// url = "mysql://aci_reader:secret@db.internal:3306/shop"
+/// allowed_schemas = ["shop"]     # optional: default, the URL's database
 /// max_rows = 100                 # optional
-/// timeout_ms = 10000             # optional
+/// timeout_ms = 10000             # optional: server-side statement limit
+/// client_timeout_ms = 11000      # optional: default, timeout_ms + 1000
 /// ```
 ///
 /// Unknown keys are refused. Debug output redacts passwords.
@@ -91,12 +96,24 @@ pub struct DataSourceConfig {
     /// options, for example `require_ssl=true`, `pool_max=10`,
     /// `prefer_socket=false`). Use a least-privilege account.
     pub url: String,
+    /// Schemas statements may name (`schema.table`); unqualified tables are
+    /// in the URL's database, which must be one of them. Default: the URL's
+    /// database alone. Add `information_schema` to let agents ask about
+    /// tables and columns (the server shows only what the account may see).
+    #[serde(default)]
+    pub allowed_schemas: Option<Vec<String>>,
     /// Most rows fetched per statement (default [`DEFAULT_FETCH_ROWS`]).
     #[serde(default)]
     pub max_rows: Option<usize>,
     /// Server-side statement time limit in milliseconds (default 10000).
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// Client-side limit in milliseconds for the session set-up, the
+    /// statement and reading its rows; when it passes, the executor kills the
+    /// statement on the server (`KILL QUERY`) and reports a timeout. Default:
+    /// the statement limit plus [`DEFAULT_CLIENT_GRACE`].
+    #[serde(default)]
+    pub client_timeout_ms: Option<u64>,
 }
 
 impl DataSourceConfig {
@@ -104,9 +121,29 @@ impl DataSourceConfig {
     pub fn new(url: impl Into<String>) -> Self {
         Self {
             url: url.into(),
+            allowed_schemas: None,
             max_rows: None,
             timeout_ms: None,
+            client_timeout_ms: None,
         }
+    }
+
+    /// Sets the schemas statements may name.
+    #[must_use]
+    pub fn allowed_schemas<I, S>(mut self, schemas: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.allowed_schemas = Some(schemas.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Sets the client-side time limit.
+    #[must_use]
+    pub fn client_timeout(mut self, timeout: Duration) -> Self {
+        self.client_timeout_ms = Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
+        self
     }
 
     /// Sets the row cap.
@@ -131,14 +168,26 @@ impl DataSourceConfig {
         self.timeout_ms
             .map_or(DEFAULT_STATEMENT_TIMEOUT, Duration::from_millis)
     }
+
+    pub(crate) fn client_time_limit(&self) -> Duration {
+        self.client_timeout_ms.map_or_else(
+            || {
+                self.statement_timeout()
+                    .saturating_add(DEFAULT_CLIENT_GRACE)
+            },
+            Duration::from_millis,
+        )
+    }
 }
 
 impl fmt::Debug for DataSourceConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DataSourceConfig")
             .field("url", &redact_url(&self.url))
+            .field("allowed_schemas", &self.allowed_schemas)
             .field("max_rows", &self.max_rows)
             .field("timeout_ms", &self.timeout_ms)
+            .field("client_timeout_ms", &self.client_timeout_ms)
             .finish()
     }
 }

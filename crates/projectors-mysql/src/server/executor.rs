@@ -7,11 +7,16 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use mysql_async::prelude::Queryable;
-use mysql_async::{Opts, Params, Pool, TxOpts};
+use mysql_async::{Conn, Opts, Params, Pool, TxOpts};
 
 use super::config::{MysqlConfig, redact_url};
 use super::convert;
-use crate::{Error, MysqlExecutor, MysqlQuery, RawResultSet, RawValue, Result, gate};
+use crate::gate::{self, AllowedSchemas};
+use crate::{Error, MysqlExecutor, MysqlQuery, RawResultSet, RawValue, Result};
+
+/// How long a statement killed at the client timeout may take to hand its
+/// connection back before it is abandoned to the pool.
+const KILL_GRACE: Duration = Duration::from_secs(2);
 
 /// SQL modes that change how statements are lexed (string quotes, backslash
 /// escapes), or that imply one of those. They are cleared for the session so
@@ -38,8 +43,10 @@ enum Flavor {
 
 struct Source {
     pool: Pool,
+    schemas: AllowedSchemas,
     fetch_rows: usize,
     timeout: Duration,
+    client_timeout: Duration,
     redacted_url: String,
     flavor: OnceLock<Flavor>,
 }
@@ -48,8 +55,10 @@ impl fmt::Debug for Source {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Source")
             .field("url", &self.redacted_url)
+            .field("schemas", &self.schemas)
             .field("fetch_rows", &self.fetch_rows)
             .field("timeout", &self.timeout)
+            .field("client_timeout", &self.client_timeout)
             .finish_non_exhaustive()
     }
 }
@@ -87,7 +96,9 @@ impl MysqlAsyncExecutor {
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] for a blank name, an unparsable URL (which is
-    /// not repeated in the error), or a zero row cap or time limit.
+    /// not repeated in the error), allowed schemas that are blank or leave
+    /// out the URL's database, no database and no allowed schemas, or a zero
+    /// row cap or time limit.
     pub fn new(config: &MysqlConfig) -> Result<Self> {
         let mut sources = BTreeMap::new();
         for (name, source) in &config.data_sources {
@@ -106,14 +117,34 @@ impl MysqlAsyncExecutor {
             if source.statement_timeout().is_zero() {
                 return Err(invalid("timeout_ms must be at least 1"));
             }
+            if source.client_time_limit().is_zero() {
+                return Err(invalid("client_timeout_ms must be at least 1"));
+            }
+            let schemas = match (&source.allowed_schemas, opts.db_name()) {
+                (Some(names), _) if names.iter().any(|n| n.trim().is_empty()) => {
+                    return Err(invalid("allowed_schemas holds a blank name"));
+                }
+                (Some(names), Some(db)) if !names.iter().any(|n| n == db) => {
+                    return Err(invalid(
+                        "allowed_schemas must include the database of the url",
+                    ));
+                }
+                (Some(names), _) => AllowedSchemas::new(names.iter().cloned()),
+                (None, Some(db)) => AllowedSchemas::new([db]),
+                (None, None) => {
+                    return Err(invalid("name a database in the url or set allowed_schemas"));
+                }
+            };
             // No LOCAL INFILE handler is ever installed, so the driver never
             // sends a local file.
             sources.insert(
                 name.clone(),
                 Source {
                     pool: Pool::new(opts),
+                    schemas,
                     fetch_rows: source.fetch_rows(),
                     timeout: source.statement_timeout(),
+                    client_timeout: source.client_time_limit(),
                     redacted_url: redact_url(&source.url),
                     flavor: OnceLock::new(),
                 },
@@ -148,24 +179,73 @@ impl MysqlAsyncExecutor {
     /// - a connection from the source's pool within the connect timeout;
     /// - session settings: the statement time limit (`max_statement_time` in
     ///   seconds on MariaDB, `max_execution_time` in milliseconds on MySQL),
-    ///   `sql_select_limit` = row cap + 1, and `sql_mode` without the modes
+    ///   `sql_select_limit` = row cap + 1, `time_zone` = UTC, and `sql_mode` without the modes
     ///   that change lexing (`ANSI_QUOTES`, `NO_BACKSLASH_ESCAPES`, ...);
     /// - `SET TRANSACTION READ ONLY` + `START TRANSACTION`, always rolled back;
     /// - the statement is prepared and executed with its params (never
     ///   interpolated), and rows are streamed: at most row cap + 1 are read,
     ///   values longer than `max_value_bytes` are shortened, and reading stops
     ///   when the raw byte budget is reached;
-    /// - the whole call is bounded by connect timeout + statement limit + 1 s.
+    /// - everything after the connection is bounded by the client timeout;
+    ///   when it passes, the statement is killed on the server with
+    ///   `KILL QUERY <connection id>` from another connection of the pool
+    ///   (an account may always kill its own statements) and the call fails
+    ///   with [`Error::Timeout`].
     ///
     /// # Errors
     /// [`Error::DataSourceUnknown`], [`Error::Connect`], [`Error::Query`]
     /// (see [`Error::server_code`]) or [`Error::Timeout`].
     pub async fn run_read_only(&self, query: MysqlQuery<'_>) -> Result<RawResultSet> {
         let source = self.source(query.data_source)?;
-        let limit = self.connect_timeout + source.timeout + Duration::from_secs(1);
-        tokio::time::timeout(limit, self.run(source, query))
+        let conn = tokio::time::timeout(self.connect_timeout, source.pool.get_conn())
             .await
-            .unwrap_or(Err(Error::Timeout))
+            .map_err(|_| Error::Connect(None))?
+            .map_err(|e| Error::Connect(Some(e.into())))?;
+        let connection_id = conn.id();
+        let work = self.run(conn, source, query);
+        tokio::pin!(work);
+        match tokio::time::timeout(source.client_timeout, &mut work).await {
+            Ok(result) => result,
+            Err(_) => {
+                self.kill(source, connection_id).await;
+                // Let the interrupted statement hand its connection back in a
+                // clean state; its own result no longer matters.
+                let _ = tokio::time::timeout(KILL_GRACE, work).await;
+                Err(Error::Timeout)
+            }
+        }
+    }
+
+    /// The schemas statements of `data_source` may name.
+    ///
+    /// # Errors
+    /// [`Error::DataSourceUnknown`].
+    pub fn allowed_schemas(&self, data_source: &str) -> Result<&AllowedSchemas> {
+        self.source(data_source).map(|source| &source.schemas)
+    }
+
+    /// Kills the statement running on connection `connection_id`, from
+    /// another connection of the same pool. Failure is logged, not returned:
+    /// the server-side time limit still stops the statement.
+    async fn kill(&self, source: &Source, connection_id: u32) {
+        let kill = async {
+            let mut conn = source.pool.get_conn().await?;
+            conn.query_drop(format!("KILL QUERY {connection_id}")).await
+        };
+        match tokio::time::timeout(self.connect_timeout, kill).await {
+            Ok(Ok(())) => {
+                tracing::debug!(connection_id, "killed a statement at its client timeout");
+            }
+            Ok(Err(error)) => tracing::warn!(
+                connection_id,
+                server_code = Error::Query(error.into()).server_code(),
+                "could not kill a statement at its client timeout"
+            ),
+            Err(_) => tracing::warn!(
+                connection_id,
+                "could not kill a statement at its client timeout: no connection in time"
+            ),
+        }
     }
 
     /// Closes every pool, waiting for their connections to be returned.
@@ -187,12 +267,12 @@ impl MysqlAsyncExecutor {
         self.sources.get(name).ok_or(Error::DataSourceUnknown)
     }
 
-    async fn run(&self, source: &Source, query: MysqlQuery<'_>) -> Result<RawResultSet> {
-        let mut conn = tokio::time::timeout(self.connect_timeout, source.pool.get_conn())
-            .await
-            .map_err(|_| Error::Connect(None))?
-            .map_err(|e| Error::Connect(Some(e.into())))?;
-
+    async fn run(
+        &self,
+        mut conn: Conn,
+        source: &Source,
+        query: MysqlQuery<'_>,
+    ) -> Result<RawResultSet> {
         let flavor = match source.flavor.get() {
             Some(flavor) => *flavor,
             None => {
@@ -280,8 +360,8 @@ impl MysqlAsyncExecutor {
     }
 }
 
-/// One `SET SESSION` statement with the time limit, the row cap and a
-/// lexically neutral `sql_mode`.
+/// One `SET SESSION` statement with the time limit, the row cap, UTC (so
+/// that `TIMESTAMP` values read as UTC) and a lexically neutral `sql_mode`.
 fn session_settings(flavor: Flavor, timeout: Duration, fetch_rows: usize) -> String {
     let time_limit = match flavor {
         Flavor::MariaDb => format!(
@@ -298,7 +378,8 @@ fn session_settings(flavor: Flavor, timeout: Duration, fetch_rows: usize) -> Str
         mode = format!("REPLACE({mode}, ',{name},', ',')");
     }
     format!(
-        "SET SESSION {time_limit}, SESSION sql_select_limit = {}, SESSION sql_mode = TRIM(BOTH ',' FROM {mode})",
+        "SET SESSION {time_limit}, SESSION sql_select_limit = {}, SESSION time_zone = '+00:00', \
+         SESSION sql_mode = TRIM(BOTH ',' FROM {mode})",
         fetch_rows.saturating_add(1)
     )
 }
@@ -310,8 +391,8 @@ fn query_error(error: mysql_async::Error) -> Error {
 #[async_trait]
 impl MysqlExecutor for MysqlAsyncExecutor {
     async fn query(&self, query: MysqlQuery<'_>) -> Result<RawResultSet> {
-        self.source(query.data_source)?;
-        gate::check_query(query.sql, query.params.len())?;
+        let source = self.source(query.data_source)?;
+        gate::check_query(query.sql, query.params.len(), &source.schemas)?;
         self.run_read_only(query).await
     }
 }
