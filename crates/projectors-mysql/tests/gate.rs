@@ -218,3 +218,71 @@ fn rejections_never_echo_the_statement() {
     }
     assert_eq!(error.code(), "QUERY_REJECTED");
 }
+
+#[test]
+fn tables_must_be_in_the_allowed_schemas() {
+    use Rejection::{SchemaNotAllowed, StoredFunction, UnsupportedTable};
+    for sql in [
+        "SELECT * FROM orders",
+        "SELECT * FROM shop.orders",
+        "SELECT * FROM `shop`.`orders` o JOIN customers c ON c.id = o.customer_id",
+        "SELECT * FROM information_schema.columns",
+        "SELECT * FROM orders WHERE id IN (SELECT id FROM shop.returns)",
+        "WITH r AS (SELECT * FROM shop.returns) SELECT * FROM r",
+        "SELECT * FROM (SELECT id FROM shop.orders) AS d",
+        "SELECT jt.a FROM JSON_TABLE('[1, 2]', '$[*]' COLUMNS (a INT PATH '$')) AS jt",
+        "SELECT COUNT(*) FROM orders a, orders b",
+    ] {
+        assert!(
+            check_query(sql, 0).is_ok(),
+            "{sql}: {:?}",
+            check_query(sql, 0)
+        );
+    }
+    let mut wrong = Vec::new();
+    for (sql, reason) in [
+        ("SELECT * FROM mysql.user", SchemaNotAllowed),
+        ("SELECT * FROM `mysql`.`user`", SchemaNotAllowed),
+        (
+            "SELECT * FROM orders JOIN mysql.user u ON 1 = 1",
+            SchemaNotAllowed,
+        ),
+        (
+            "SELECT (SELECT authentication_string FROM mysql.user LIMIT 1)",
+            SchemaNotAllowed,
+        ),
+        (
+            "SELECT * FROM orders WHERE EXISTS (SELECT 1 FROM sys.x)",
+            SchemaNotAllowed,
+        ),
+        (
+            "WITH x AS (SELECT * FROM performance_schema.threads) SELECT * FROM x",
+            SchemaNotAllowed,
+        ),
+        (
+            "SELECT a FROM shop.t UNION SELECT b FROM other.t",
+            SchemaNotAllowed,
+        ),
+        (
+            "SELECT * FROM (SELECT * FROM other.t) AS d",
+            SchemaNotAllowed,
+        ),
+        // Exact comparison: another spelling is another schema on most servers.
+        ("SELECT * FROM SHOP.orders", SchemaNotAllowed),
+        ("SELECT * FROM `shop `.orders", SchemaNotAllowed),
+        ("SELECT * FROM `ѕhop`.orders", SchemaNotAllowed),
+        ("SELECT * FROM a.b.c", UnsupportedTable),
+        ("SELECT shop.refund_all()", StoredFunction),
+        ("SELECT * FROM orders WHERE id = mysql.f(1)", StoredFunction),
+    ] {
+        match check_query(sql, 0) {
+            Err(Error::QueryRejected { reason: got }) if got == reason => {}
+            other => wrong.push(format!("{sql}: expected {reason:?}, got {other:?}")),
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    // With no schema allowed, only unqualified tables pass.
+    let none = AllowedSchemas::default();
+    assert!(check_with("SELECT * FROM orders", 0, &none).is_ok());
+    assert!(check_with("SELECT * FROM shop.orders", 0, &none).is_err());
+}

@@ -628,15 +628,11 @@ async fn the_client_timeout_kills_the_statement_on_the_server() {
         );
         assert!(started.elapsed() < Duration::from_secs(60));
         // Nothing of the reader's is still running on the server.
-        let mut running = running_statements(&db, db.reader()).await;
-        for _ in 0..50 {
-            if running == 0 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            running = running_statements(&db, db.reader()).await;
-        }
-        assert_eq!(running, 0, "the statement still runs on the server");
+        assert_eq!(
+            wait_until_nothing_runs(&db).await,
+            0,
+            "the statement still runs on the server"
+        );
         // The executor's error is its own timeout, not the server's.
         let error = executor
             .query(MysqlQuery {
@@ -647,6 +643,63 @@ async fn the_client_timeout_kills_the_statement_on_the_server() {
             .await
             .unwrap_err();
         assert!(matches!(error, Error::Timeout), "{error:?}");
+        // The pool is usable afterwards.
+        let raw = executor
+            .query(MysqlQuery {
+                data_source: "shop",
+                sql: "SELECT COUNT(*) FROM numbers",
+                params: &[],
+            })
+            .await
+            .unwrap();
+        assert_eq!(raw.rows, [[RawValue::Int(5000)]]);
+    })
+    .await;
+}
+
+/// Polls until no statement of the reader runs on the server (5 s at most).
+async fn wait_until_nothing_runs(db: &TestDatabase) -> u64 {
+    let mut running = running_statements(db, db.reader()).await;
+    for _ in 0..50 {
+        if running == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        running = running_statements(db, db.reader()).await;
+    }
+    running
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_cancelled_from_outside_kills_its_statement() {
+    with_db(|db| async move {
+        // Neither limit of the executor would stop the statement for 10
+        // minutes; the boundary's own execution timeout cancels the call.
+        let executor = Arc::new(executor(&[(
+            "shop",
+            DataSourceConfig::new(db.reader_url())
+                .timeout(Duration::from_secs(600))
+                .client_timeout(Duration::from_secs(600)),
+        )]));
+        let boundary = ToolBoundary::builder(Arc::new(MemoryStore::new()))
+            .tool(query_mysql_tool(Arc::clone(&executor)).timeout(Duration::from_millis(400)))
+            .build()
+            .unwrap();
+        let outcome = call(
+            &boundary,
+            "cancelled",
+            json!({"data_source": "shop", "sql": LONG_QUERY, "params": [-4]}),
+        )
+        .await;
+        assert_eq!(
+            outcome.control.error_code,
+            Some(ErrorCode::ExecutionTimeout)
+        );
+        assert_eq!(
+            wait_until_nothing_runs(&db).await,
+            0,
+            "the cancelled statement still runs on the server"
+        );
         // The pool is usable afterwards.
         let raw = executor
             .query(MysqlQuery {

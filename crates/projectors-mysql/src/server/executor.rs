@@ -190,7 +190,9 @@ impl MysqlAsyncExecutor {
     ///   when it passes, the statement is killed on the server with
     ///   `KILL QUERY <connection id>` from another connection of the pool
     ///   (an account may always kill its own statements) and the call fails
-    ///   with [`Error::Timeout`].
+    ///   with [`Error::Timeout`]. The same kill is sent when the returned
+    ///   future is dropped before the statement is done (for example by the
+    ///   boundary's own execution timeout).
     ///
     /// # Errors
     /// [`Error::DataSourceUnknown`], [`Error::Connect`], [`Error::Query`]
@@ -201,18 +203,46 @@ impl MysqlAsyncExecutor {
             .await
             .map_err(|_| Error::Connect(None))?
             .map_err(|e| Error::Connect(Some(e.into())))?;
+        // The guard owns the connection while the statement runs. Should this
+        // future be dropped before the statement is done (an outer timeout, a
+        // cancelled call), the guard kills the statement and only then lets
+        // the connection go, so a kill can never reach a later statement of
+        // a reused connection.
         let connection_id = conn.id();
-        let work = self.run(conn, source, query);
-        tokio::pin!(work);
-        match tokio::time::timeout(source.client_timeout, &mut work).await {
-            Ok(result) => result,
-            Err(_) => {
-                self.kill(source, connection_id).await;
-                // Let the interrupted statement hand its connection back in a
-                // clean state; its own result no longer matters.
-                let _ = tokio::time::timeout(KILL_GRACE, work).await;
+        let mut guard = KillOnDrop {
+            pool: source.pool.clone(),
+            connection_id,
+            connect_timeout: self.connect_timeout,
+            conn: Some(conn),
+        };
+        let result = match guard.conn.as_mut() {
+            Some(conn) => {
+                let work = self.run(conn, source, query);
+                tokio::pin!(work);
+                match tokio::time::timeout(source.client_timeout, &mut work).await {
+                    Ok(result) => Ok(result),
+                    Err(_) => {
+                        kill(&source.pool, connection_id, self.connect_timeout).await;
+                        // Let the interrupted statement hand its connection
+                        // back in a clean state; its own result no longer matters.
+                        Err(tokio::time::timeout(KILL_GRACE, work).await.is_ok())
+                    }
+                }
+            }
+            None => Err(true),
+        };
+        match result {
+            Ok(result) => {
+                guard.disarm();
+                result
+            }
+            // Killed and wound down: the connection may be reused.
+            Err(true) => {
+                guard.disarm();
                 Err(Error::Timeout)
             }
+            // Still busy after the kill: the guard discards the connection.
+            Err(false) => Err(Error::Timeout),
         }
     }
 
@@ -224,52 +254,13 @@ impl MysqlAsyncExecutor {
         self.source(data_source).map(|source| &source.schemas)
     }
 
-    /// Kills the statement running on connection `connection_id`, from
-    /// another connection of the same pool. Failure is logged, not returned:
-    /// the server-side time limit still stops the statement.
-    async fn kill(&self, source: &Source, connection_id: u32) {
-        let kill = async {
-            let mut conn = source.pool.get_conn().await?;
-            conn.query_drop(format!("KILL QUERY {connection_id}")).await
-        };
-        match tokio::time::timeout(self.connect_timeout, kill).await {
-            Ok(Ok(())) => {
-                tracing::debug!(connection_id, "killed a statement at its client timeout");
-            }
-            Ok(Err(error)) => tracing::warn!(
-                connection_id,
-                server_code = Error::Query(error.into()).server_code(),
-                "could not kill a statement at its client timeout"
-            ),
-            Err(_) => tracing::warn!(
-                connection_id,
-                "could not kill a statement at its client timeout: no connection in time"
-            ),
-        }
-    }
-
-    /// Closes every pool, waiting for their connections to be returned.
-    ///
-    /// # Errors
-    /// [`Error::Connect`] when a pool fails to close cleanly.
-    pub async fn disconnect(self) -> Result<()> {
-        for source in self.sources.into_values() {
-            source
-                .pool
-                .disconnect()
-                .await
-                .map_err(|e| Error::Connect(Some(e.into())))?;
-        }
-        Ok(())
-    }
-
     fn source(&self, name: &str) -> Result<&Source> {
         self.sources.get(name).ok_or(Error::DataSourceUnknown)
     }
 
     async fn run(
         &self,
-        mut conn: Conn,
+        conn: &mut Conn,
         source: &Source,
         query: MysqlQuery<'_>,
     ) -> Result<RawResultSet> {
@@ -357,6 +348,71 @@ impl MysqlAsyncExecutor {
         // pool to discard the remaining rows and roll back in the background,
         // bounded by the server-side statement time limit.
         Ok(raw)
+    }
+}
+
+/// Holds the connection of a running statement. Dropped while it still holds
+/// it (the call was cancelled, or the statement outlived its kill), it kills
+/// the statement from another connection, then closes this one instead of
+/// returning it to the pool.
+struct KillOnDrop {
+    pool: Pool,
+    connection_id: u32,
+    connect_timeout: Duration,
+    conn: Option<Conn>,
+}
+
+impl KillOnDrop {
+    /// The statement is done: the connection goes back to the pool as usual.
+    fn disarm(&mut self) {
+        drop(self.conn.take());
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let Some(conn) = self.conn.take() else {
+            return;
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                let (pool, connection_id, connect_timeout) =
+                    (self.pool.clone(), self.connection_id, self.connect_timeout);
+                runtime.spawn(async move {
+                    kill(&pool, connection_id, connect_timeout).await;
+                    // The connection may be mid-result: close it rather than
+                    // hand it to the next call.
+                    let _ = tokio::time::timeout(KILL_GRACE, conn.disconnect()).await;
+                });
+            }
+            Err(_) => tracing::warn!(
+                connection_id = self.connection_id,
+                "a cancelled statement could not be killed: no runtime"
+            ),
+        }
+    }
+}
+
+/// Kills the statement running on connection `connection_id`, from another
+/// connection of the same pool (an account may always kill its own
+/// statements). Failure is logged, not returned: the server-side time limit
+/// still stops the statement.
+async fn kill(pool: &Pool, connection_id: u32, connect_timeout: Duration) {
+    let kill = async {
+        let mut conn = pool.get_conn().await?;
+        conn.query_drop(format!("KILL QUERY {connection_id}")).await
+    };
+    match tokio::time::timeout(connect_timeout, kill).await {
+        Ok(Ok(())) => tracing::debug!(connection_id, "killed an unfinished statement"),
+        Ok(Err(error)) => tracing::warn!(
+            connection_id,
+            server_code = Error::Query(error.into()).server_code(),
+            "could not kill an unfinished statement"
+        ),
+        Err(_) => tracing::warn!(
+            connection_id,
+            "could not kill an unfinished statement: no connection in time"
+        ),
     }
 }
 
