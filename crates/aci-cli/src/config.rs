@@ -37,8 +37,10 @@
 //! max_raw_bytes = 262144     # budget of one raw result set
 //! [mysql.data_sources.orders]   # the logical name agents use
 //! url = "mysql://reader:secret@127.0.0.1:3306/shop"   # a SELECT-only account
+//! allowed_schemas = ["shop", "information_schema"]  # default: the URL's database
 //! max_rows = 100             # rows fetched per statement
 //! timeout_ms = 10000         # server-side statement time limit
+//! client_timeout_ms = 11000  # then the statement is killed (default: timeout_ms + 1000)
 //! ```
 
 use std::collections::BTreeMap;
@@ -160,7 +162,13 @@ mod tests {
         assert_eq!(config.store.as_deref(), Some("memory"));
         assert_eq!(config.limits.timeout_secs, Some(30));
         assert_eq!(config.run.tool_budgets.get("query_mysql"), Some(&10));
-        assert_eq!(config.mysql.data_sources["orders"].max_rows, Some(100));
+        let orders = &config.mysql.data_sources["orders"];
+        assert_eq!(orders.max_rows, Some(100));
+        assert_eq!(orders.client_timeout_ms, Some(11_000));
+        assert_eq!(
+            orders.allowed_schemas.as_deref(),
+            Some(["shop".to_owned(), "information_schema".to_owned()].as_slice())
+        );
         assert!(!format!("{config:?}").contains("secret"));
     }
 

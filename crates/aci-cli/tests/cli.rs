@@ -502,3 +502,98 @@ fn a_tls_redis_store_is_used_with_the_configured_ca() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn call_query_mysql_reads_a_data_source_of_the_config_file() {
+    use projectors_mysql::testing::TestDatabase;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let db = runtime.block_on(TestDatabase::create(&[
+        "CREATE TABLE orders (id INT PRIMARY KEY, state VARCHAR(16) NOT NULL, total DECIMAL(10,2) NOT NULL)",
+        "INSERT INTO orders VALUES (1, 'PAID', 10.50), (2, 'PAID', 20.00), (3, 'PAID', 0.99), (4, 'OPEN', 5.00)",
+    ]));
+    let outcome = std::panic::catch_unwind(|| {
+        let dir = temp_dir("mysql");
+        let config = dir.join("aci.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[mysql]\nconnect_timeout_ms = 5000\n\
+                 [mysql.data_sources.shop]\nurl = \"{}\"\nmax_rows = 2\ntimeout_ms = 5000\n",
+                db.reader_url()
+            ),
+        )
+        .unwrap();
+        let config = config.to_str().unwrap();
+        let call = |arguments: &str| aci(&["call", "query_mysql", arguments, "--config", config]);
+
+        // A read with a bound param; the cap of the config file applies.
+        let out = call(
+            r#"{"data_source":"shop","sql":"SELECT id, total FROM orders WHERE state = ? ORDER BY id","params":["PAID"]}"#,
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let v = json(&out);
+        assert_eq!(v["observation"]["evidence_status"], "EVIDENCE_FOUND");
+        assert_eq!(
+            v["observation"]["columns"],
+            serde_json::json!([
+                {"name": "id", "type": "INTEGER"},
+                {"name": "total", "type": "DECIMAL"}
+            ])
+        );
+        assert_eq!(
+            v["observation"]["rows"],
+            serde_json::json!([[1, "10.50"], [2, "20.00"]])
+        );
+        assert_eq!(v["observation"]["truncated"], true);
+        assert_eq!(v["control"]["status"], "READY");
+        assert_eq!(v["control"]["returned_count"], 2);
+
+        // Refused, unknown and failing calls exit 2 with only their code.
+        for (arguments, code) in [
+            (
+                r#"{"data_source":"shop","sql":"DELETE FROM orders"}"#,
+                "QUERY_REJECTED",
+            ),
+            (
+                r#"{"data_source":"shop","sql":"SELECT 1; DROP TABLE orders"}"#,
+                "QUERY_REJECTED",
+            ),
+            (
+                r#"{"data_source":"billing","sql":"SELECT 1"}"#,
+                "DATA_SOURCE_UNKNOWN",
+            ),
+            (
+                r#"{"data_source":"shop","sql":"SELECT * FROM missing_table"}"#,
+                "EXECUTION_FAILED",
+            ),
+        ] {
+            let out = call(arguments);
+            assert_eq!(out.status.code(), Some(2), "{arguments}: {}", stderr(&out));
+            let v = json(&out);
+            assert_eq!(v["observation"]["error_code"], code, "{arguments}");
+            // Nothing printed names the account or the database; the agent's
+            // view and the log do not repeat the statement either (the
+            // harness's control view shows the request's scope).
+            let printed = format!("{}{}", stdout(&out), stderr(&out));
+            for secret in [db.reader_password(), db.reader(), db.database()] {
+                assert!(
+                    !printed.contains(secret),
+                    "{secret} printed for {arguments}"
+                );
+            }
+            let agent_and_log = format!("{}{}", v["observation"], stderr(&out));
+            assert!(!agent_and_log.contains("missing_table"), "{agent_and_log}");
+            assert!(!agent_and_log.contains("DROP TABLE"), "{agent_and_log}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    });
+    let checksums = runtime.block_on(db.checksums());
+    assert_eq!(checksums.len(), 1);
+    runtime.block_on(db.drop());
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}

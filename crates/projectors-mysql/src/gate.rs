@@ -1,7 +1,7 @@
 //! The SQL gate: only one read-only query gets through.
 //!
 //! The gate is the first of several defenses (see the crate docs and
-//! `DOCS.md`): the server-side read-only transaction, the least-privilege
+//! `docs/mysql.md`): the server-side read-only transaction, the least-privilege
 //! account and the statement time limit still hold if a statement slips
 //! through a difference between this parser and the server's.
 //!

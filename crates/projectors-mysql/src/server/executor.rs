@@ -150,6 +150,12 @@ impl MysqlAsyncExecutor {
                 },
             );
         }
+        if config.connect_timeout().is_zero() {
+            return Err(Error::InvalidConfig {
+                data_source: String::new(),
+                problem: "connect_timeout_ms must be at least 1",
+            });
+        }
         if config.value_bytes() == 0 || config.raw_bytes() == 0 {
             return Err(Error::InvalidConfig {
                 data_source: String::new(),
@@ -499,6 +505,23 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(error.code(), "INVALID_CONFIG");
+        for config in [
+            MysqlConfig {
+                connect_timeout_ms: Some(0),
+                ..MysqlConfig::new()
+            },
+            MysqlConfig {
+                max_raw_bytes: Some(0),
+                ..MysqlConfig::new()
+            },
+            MysqlConfig::new().data_source(
+                "orders",
+                DataSourceConfig::new("mysql://h/db").client_timeout(Duration::ZERO),
+            ),
+        ] {
+            let error = MysqlAsyncExecutor::new(&config).unwrap_err();
+            assert_eq!(error.code(), "INVALID_CONFIG", "{config:?}");
+        }
     }
 
     #[test]
