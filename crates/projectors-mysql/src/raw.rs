@@ -68,7 +68,8 @@ pub enum RawColumnKind {
     Time,
     /// DATETIME / TIMESTAMP.
     DateTime,
-    /// JSON (MySQL's native type; MariaDB reports JSON columns as text).
+    /// JSON (MySQL's native type; on MariaDB, a table column with a
+    /// `json_valid` check, which the executor looks up).
     Json,
 }
 

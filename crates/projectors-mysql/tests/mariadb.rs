@@ -63,9 +63,16 @@ const NUMBERS: &[&str] = &[
      (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < 5000) SELECT n FROM seq",
 ];
 
-/// The set-up of every test: both tables.
+/// Long text next to JSON.
+const NOTES: &[&str] = &[
+    "CREATE TABLE notes (id INT NOT NULL PRIMARY KEY, doc JSON NULL, body LONGTEXT NULL)",
+    "INSERT INTO notes VALUES (1, '[true, null]', '{\"not\": \"json-typed\"}')",
+];
+
+/// The set-up of every test: all tables.
 fn setup() -> Vec<&'static str> {
     let mut statements = vec![SCHEMA];
+    statements.extend_from_slice(NOTES);
     statements.extend_from_slice(ROWS);
     statements.extend_from_slice(NUMBERS);
     statements
@@ -121,8 +128,6 @@ async fn every_type_reads_through_the_tool_as_a_select_only_account() {
         )
         .await;
         assert_eq!(outcome.control.status, InvocationStatus::Ready, "{outcome:?}");
-        // MariaDB keeps JSON as text; MySQL reports its own JSON type.
-        let doc_type = if db.is_mariadb() { "STRING" } else { "JSON" };
         assert_eq!(
             outcome.observation.to_json(),
             json!({
@@ -143,7 +148,7 @@ async fn every_type_reads_through_the_tool_as_a_select_only_account() {
                     {"name": "exact", "type": "STRING"},
                     {"name": "payload", "type": "BINARY"},
                     {"name": "code", "type": "BINARY"},
-                    {"name": "doc", "type": doc_type},
+                    {"name": "doc", "type": "JSON"},
                     {"name": "flag", "type": "BOOLEAN"},
                     {"name": "small", "type": "INTEGER"},
                     {"name": "signed_big", "type": "INTEGER"}
@@ -178,6 +183,34 @@ async fn every_type_reads_through_the_tool_as_a_select_only_account() {
             })
         );
         assert_eq!(outcome.control.returned_count, 2);
+
+        // JSON columns are JSON however they are named; computed JSON and
+        // other long text are strings. (MariaDB: JSON is a LONGTEXT with a
+        // json_valid check, which the executor looks up.)
+        let outcome = call(
+            &boundary,
+            "call-json",
+            json!({
+                "data_source": "shop",
+                "sql": "SELECT n.doc, n.doc AS again, n.body, JSON_OBJECT('a', n.id) AS computed, e.doc AS other \
+                        FROM notes n JOIN evidence e ON e.id > n.id ORDER BY n.id",
+            }),
+        )
+        .await;
+        let observation = outcome.observation.to_json();
+        assert_eq!(
+            observation["columns"],
+            json!([
+                {"name": "doc", "type": "JSON"},
+                {"name": "again", "type": "JSON"},
+                {"name": "body", "type": "STRING"},
+                {"name": "computed", "type": if db.is_mariadb() { "STRING" } else { "JSON" }},
+                {"name": "other", "type": "JSON"}
+            ]),
+            "{observation}"
+        );
+        assert_eq!(observation["rows"][0][0], "[true, null]");
+        assert_eq!(observation["rows"][0][2], "{\"not\": \"json-typed\"}");
 
         // Zero rows.
         let outcome = call(
@@ -360,7 +393,7 @@ async fn writes_are_refused_by_the_server_even_without_the_gate() {
             ))
             .await
             .unwrap();
-        assert_eq!(tables, ["evidence", "numbers"]);
+        assert_eq!(tables, ["evidence", "notes", "numbers"]);
         // Driver errors stay out of Display and Debug of the executor's errors.
         let error = executor
             .run_read_only(MysqlQuery {
@@ -780,6 +813,7 @@ async fn tables_must_be_in_the_allowed_schemas() {
             raw.rows,
             [
                 [RawValue::Text("evidence".into())],
+                [RawValue::Text("notes".into())],
                 [RawValue::Text("numbers".into())]
             ]
         );

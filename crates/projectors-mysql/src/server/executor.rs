@@ -6,13 +6,16 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use mysql_async::consts::ColumnType;
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, Opts, Params, Pool, TxOpts};
+use mysql_async::{Column, Conn, Opts, Params, Pool, Transaction, TxOpts};
 
 use super::config::{MysqlConfig, redact_url};
 use super::convert;
 use crate::gate::{self, AllowedSchemas};
-use crate::{Error, MysqlExecutor, MysqlQuery, RawResultSet, RawValue, Result};
+use crate::{
+    Error, MysqlExecutor, MysqlQuery, RawColumn, RawColumnKind, RawResultSet, RawValue, Result,
+};
 
 /// How long a statement killed at the client timeout may take to hand its
 /// connection back before it is abandoned to the pool.
@@ -297,11 +300,15 @@ impl MysqlAsyncExecutor {
         } else {
             Params::Positional(query.params.iter().map(convert::param).collect())
         };
-        let mut result = tx.exec_iter(query.sql, params).await.map_err(query_error)?;
-        let columns: Vec<_> = result
-            .columns()
-            .map(|columns| columns.iter().map(convert::column).collect())
-            .unwrap_or_default();
+        let statement = tx.prep(query.sql).await.map_err(query_error)?;
+        let mut columns: Vec<RawColumn> = statement.columns().iter().map(convert::column).collect();
+        if flavor == Flavor::MariaDb {
+            mark_json_columns(&mut tx, &statement.columns(), &mut columns).await?;
+        }
+        let mut result = tx
+            .exec_iter(&statement, params)
+            .await
+            .map_err(query_error)?;
 
         let mut raw = RawResultSet {
             columns,
@@ -397,6 +404,60 @@ impl Drop for KillOnDrop {
             ),
         }
     }
+}
+
+/// The JSON columns of one table on MariaDB: its JSON type is a `LONGTEXT`
+/// alias with a `json_valid` column check, and the protocol the driver speaks
+/// does not mark it.
+const MARIADB_JSON_COLUMNS: &str = "SELECT CONSTRAINT_NAME FROM information_schema.CHECK_CONSTRAINTS \
+     WHERE CONSTRAINT_SCHEMA = ? AND TABLE_NAME = ? AND LEVEL = 'Column' \
+     AND CHECK_CLAUSE = CONCAT('json_valid(`', CONSTRAINT_NAME, '`)')";
+
+/// Marks as JSON the text columns that come straight from a MariaDB table
+/// column declared `JSON` (or with the same `json_valid` check). One lookup
+/// per table, and only for statements that read `TEXT`-family columns of a
+/// table; computed JSON (`JSON_OBJECT(...)`) stays text.
+async fn mark_json_columns(
+    tx: &mut Transaction<'_>,
+    meta: &[Column],
+    columns: &mut [RawColumn],
+) -> Result<()> {
+    let mut tables: BTreeMap<(String, String), Vec<usize>> = BTreeMap::new();
+    for (index, (column, raw)) in meta.iter().zip(columns.iter()).enumerate() {
+        let text_family = matches!(
+            column.column_type(),
+            ColumnType::MYSQL_TYPE_BLOB
+                | ColumnType::MYSQL_TYPE_TINY_BLOB
+                | ColumnType::MYSQL_TYPE_MEDIUM_BLOB
+                | ColumnType::MYSQL_TYPE_LONG_BLOB
+        );
+        if raw.kind == RawColumnKind::Text
+            && text_family
+            && !column.schema_ref().is_empty()
+            && !column.org_table_ref().is_empty()
+            && !column.org_name_ref().is_empty()
+        {
+            tables
+                .entry((
+                    column.schema_str().into_owned(),
+                    column.org_table_str().into_owned(),
+                ))
+                .or_default()
+                .push(index);
+        }
+    }
+    for ((schema, table), indexes) in tables {
+        let json: Vec<String> = tx
+            .exec(MARIADB_JSON_COLUMNS, (schema, table))
+            .await
+            .map_err(query_error)?;
+        for index in indexes {
+            if json.iter().any(|name| *name == meta[index].org_name_str()) {
+                columns[index].kind = RawColumnKind::Json;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Kills the statement running on connection `connection_id`, from another
