@@ -748,6 +748,50 @@ async fn a_call_cancelled_from_outside_kills_its_statement() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn reading_stops_at_the_cap_and_the_statement_stops_too() {
+    with_db(|db| async move {
+        // No time limit would stop this statement for 10 minutes, and its
+        // own LIMIT lifts the server-side row cap: only the executor's stop
+        // at cap + 1 rows (closing the connection, not draining it) ends it.
+        let executor = Arc::new(executor(&[(
+            "shop",
+            DataSourceConfig::new(db.reader_url())
+                .max_rows(5)
+                .timeout(Duration::from_secs(600))
+                .client_timeout(Duration::from_secs(600)),
+        )]));
+        let started = Instant::now();
+        let raw = executor
+            .query(MysqlQuery {
+                data_source: "shop",
+                sql: "SELECT a.n FROM numbers a, numbers b, numbers c LIMIT 1000000000000",
+                params: &[],
+            })
+            .await
+            .unwrap();
+        assert_eq!(raw.rows.len(), 5);
+        assert!(raw.more_rows);
+        assert!(started.elapsed() < Duration::from_secs(60));
+        assert_eq!(
+            wait_until_nothing_runs(&db).await,
+            0,
+            "the statement still runs after its rows were cut"
+        );
+        // The pool opens a new connection for the next call.
+        let raw = executor
+            .query(MysqlQuery {
+                data_source: "shop",
+                sql: "SELECT COUNT(*) FROM numbers",
+                params: &[],
+            })
+            .await
+            .unwrap();
+        assert_eq!(raw.rows, [[RawValue::Int(5000)]]);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn tables_must_be_in_the_allowed_schemas() {
     with_db(|db| async move {
         let executor = executor(&[

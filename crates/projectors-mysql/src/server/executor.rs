@@ -194,7 +194,9 @@ impl MysqlAsyncExecutor {
     /// - the statement is prepared and executed with its params (never
     ///   interpolated), and rows are streamed: at most row cap + 1 are read,
     ///   values longer than `max_value_bytes` are shortened, and reading stops
-    ///   when the raw byte budget is reached;
+    ///   when the raw byte budget is reached; a statement stopped early has
+    ///   its connection closed (which ends it on the server) rather than
+    ///   drained;
     /// - everything after the connection is bounded by the client timeout;
     ///   when it passes, the statement is killed on the server with
     ///   `KILL QUERY <connection id>` from another connection of the pool
@@ -241,9 +243,17 @@ impl MysqlAsyncExecutor {
             None => Err(true),
         };
         match result {
-            Ok(result) => {
+            Ok(Ok((raw, true))) => {
                 guard.disarm();
-                result
+                Ok(raw)
+            }
+            Ok(Ok((raw, false))) => {
+                guard.close().await;
+                Ok(raw)
+            }
+            Ok(Err(error)) => {
+                guard.disarm();
+                Err(error)
             }
             // Killed and wound down: the connection may be reused.
             Err(true) => {
@@ -272,7 +282,7 @@ impl MysqlAsyncExecutor {
         conn: &mut Conn,
         source: &Source,
         query: MysqlQuery<'_>,
-    ) -> Result<RawResultSet> {
+    ) -> Result<(RawResultSet, bool)> {
         let flavor = match source.flavor.get() {
             Some(flavor) => *flavor,
             None => {
@@ -347,20 +357,14 @@ impl MysqlAsyncExecutor {
             raw_bytes += row_bytes;
             raw.rows.push(values);
         }
-        if raw.more_rows {
-            // The server already stops at row cap + 1 (`sql_select_limit`)
-            // unless the statement has its own larger LIMIT; see whether the
-            // result is done so the connection can be reused at once.
-            finished = result.next().await.map_err(query_error)?.is_none();
-        }
+        // Never a row more: when reading stopped early, the caller closes the
+        // connection, which ends the statement and its transaction on the
+        // server, instead of draining the rest.
         if finished {
             drop(result);
             tx.rollback().await.map_err(query_error)?;
         }
-        // Otherwise dropping the unfinished result and transaction leaves the
-        // pool to discard the remaining rows and roll back in the background,
-        // bounded by the server-side statement time limit.
-        Ok(raw)
+        Ok((raw, finished))
     }
 }
 
@@ -379,6 +383,15 @@ impl KillOnDrop {
     /// The statement is done: the connection goes back to the pool as usual.
     fn disarm(&mut self) {
         drop(self.conn.take());
+    }
+
+    /// The statement still has rows the executor will not read: close the
+    /// connection (the server then stops the statement and rolls back)
+    /// rather than let the pool drain them.
+    async fn close(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            let _ = tokio::time::timeout(KILL_GRACE, conn.disconnect()).await;
+        }
     }
 }
 
