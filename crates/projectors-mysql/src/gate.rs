@@ -18,7 +18,8 @@
 //!    and no call of a function on [`DENIED_FUNCTIONS`] (quoted or not).
 //! 5. Parses as exactly one statement, which is a query (`SELECT`,
 //!    `WITH ... SELECT`, set operations such as `UNION`, parenthesized
-//!    queries); every CTE and every branch is itself such a query. `SHOW`,
+//!    queries); every CTE, every branch and every nested query (subqueries
+//!    in expressions, derived tables) is itself such a query. `SHOW`,
 //!    `EXPLAIN`, `DESCRIBE`, `VALUES` and `TABLE` are refused: the tool
 //!    promises one SELECT, `SHOW` can reveal other sessions and settings, and
 //!    `EXPLAIN ANALYZE` executes; schema questions can be asked through
@@ -178,6 +179,16 @@ struct Relations<'a> {
 
 impl Visitor for Relations<'_> {
     type Break = Rejection;
+
+    /// Every query, also one nested in an expression (`IN (...)`,
+    /// `EXISTS (...)`, a scalar subquery) or a derived table, follows the
+    /// rules of rule 5: `TABLE t` or `VALUES` there would otherwise slip by.
+    fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<Rejection> {
+        match check_query_tree(query) {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(rejection) => ControlFlow::Break(rejection),
+        }
+    }
 
     fn pre_visit_table_factor(&mut self, table: &TableFactor) -> ControlFlow<Rejection> {
         match table {

@@ -298,6 +298,16 @@ fn corpus() -> Vec<(&'static str, Value, Expect)> {
             Rejected,
         ),
         ("SELECT mysql.some_function()", none.clone(), Rejected),
+        (
+            "SELECT * FROM (TABLE mysql.user) AS d",
+            none.clone(),
+            Rejected,
+        ),
+        (
+            "SELECT * FROM evidence WHERE id IN (TABLE mysql.user)",
+            none.clone(),
+            Rejected,
+        ),
         ("SELECT @a := 1", none.clone(), Rejected),
         (
             "SELECT * FROM evidence WHERE (@x := id) > 0",

@@ -286,3 +286,22 @@ fn tables_must_be_in_the_allowed_schemas() {
     assert!(check_with("SELECT * FROM orders", 0, &none).is_ok());
     assert!(check_with("SELECT * FROM shop.orders", 0, &none).is_err());
 }
+
+#[test]
+fn nested_queries_follow_the_same_rules() {
+    let mut wrong = Vec::new();
+    for sql in [
+        "SELECT EXISTS (TABLE mysql.user)",
+        "SELECT * FROM orders WHERE id IN (TABLE mysql.user)",
+        "SELECT * FROM orders WHERE id IN (VALUES ROW(1))",
+        "SELECT (SELECT 1 INTO @x)",
+        "SELECT * FROM orders WHERE id = (SELECT id FROM orders LIMIT 1 FOR UPDATE)",
+        "SELECT * FROM (TABLE mysql.user) AS d",
+        "SELECT * FROM orders WHERE EXISTS (SELECT * FROM (TABLE mysql.user) AS d)",
+    ] {
+        if check_query(sql, 0).is_ok() {
+            wrong.push(sql);
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
