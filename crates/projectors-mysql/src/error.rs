@@ -101,6 +101,11 @@ pub enum Rejection {
     UnsupportedTable,
     /// A schema-qualified (stored) function call.
     StoredFunction,
+    /// A token the server may read differently from the gate's parser (a
+    /// word starting with a digit, a number glued to a word, `--` without an
+    /// ASCII space, a double-quoted byte string, a NUL byte, a token outside
+    /// MySQL's grammar).
+    AmbiguousLexing,
 }
 
 impl Rejection {
@@ -123,6 +128,7 @@ impl Rejection {
             Self::SchemaNotAllowed => "SCHEMA_NOT_ALLOWED",
             Self::UnsupportedTable => "UNSUPPORTED_TABLE",
             Self::StoredFunction => "STORED_FUNCTION",
+            Self::AmbiguousLexing => "AMBIGUOUS_LEXING",
         }
     }
 }

@@ -10,7 +10,16 @@
 //! 2. No executable comment (`/*!...*/`, `/*M!...*/`) and no optimizer hint
 //!    (`/*+...*/`) anywhere, even inside a literal: MySQL runs the first,
 //!    and a hint such as `MAX_EXECUTION_TIME` could lift the server-side limit.
-//! 3. Tokenizes as MySQL.
+//! 3. Tokenizes as MySQL, and every token is one the server reads the same
+//!    way ([`Rejection::AmbiguousLexing`] otherwise): no NUL byte; no unquoted
+//!    word that starts with a digit or `.` (sqlparser reads `1.5FROM` as one
+//!    word, the server as `1.5 FROM`); no number glued to a word (`0x1FOR`);
+//!    `--` comments only with an ASCII space or control character after the
+//!    dashes (the server reads `--` + U+00A0 as two minus signs); no
+//!    double-quoted byte strings (`b"..."`, lexed without backslash escapes),
+//!    bit strings of `0`/`1` only and hex strings of hex digits only; only
+//!    the operators and literals of MySQL's own grammar (no `$$` strings,
+//!    raw strings, `{...}` escapes, `::` and the like).
 //! 4. No unquoted `INTO`, `OUTFILE`, `DUMPFILE` (`SELECT ... INTO`), no
 //!    unquoted `LOCK` or `FOR UPDATE` / `FOR SHARE` (locking reads), no
 //!    `PROCEDURE` clause, no `NEXT VALUE FOR` / `PREVIOUS VALUE FOR` (sequence
@@ -47,35 +56,65 @@ use std::ops::ControlFlow;
 use sqlparser::ast::{Expr, ObjectName, Query, SetExpr, Statement, TableFactor, Visit, Visitor};
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
-use sqlparser::tokenizer::{Token, Tokenizer};
+use sqlparser::tokenizer::{Token, Tokenizer, Whitespace};
 
 use crate::{Error, Rejection, Result};
 
 /// Functions a statement may not call: they sleep, burn CPU, read server
-/// files, take or wait for locks, wait for replication, change sequences, or
-/// are well-known command-execution UDFs.
+/// files, take or wait for locks, wait for replication, change sequences or
+/// session state, or are well-known plugin and command-execution UDFs.
 pub const DENIED_FUNCTIONS: &[&str] = &[
     "BENCHMARK",
+    "GEN_DICTIONARY_LOAD",
     "GET_LOCK",
     "IS_FREE_LOCK",
     "IS_USED_LOCK",
+    "JSON_FILE",
     "LASTVAL",
+    "LAST_INSERT_ID",
     "LOAD_FILE",
     "MASTER_GTID_WAIT",
     "MASTER_POS_WAIT",
     "NEXTVAL",
     "RELEASE_ALL_LOCKS",
     "RELEASE_LOCK",
+    "SERVICE_GET_READ_LOCKS",
+    "SERVICE_GET_WRITE_LOCKS",
+    "SERVICE_RELEASE_LOCKS",
     "SETVAL",
     "SLEEP",
     "SOURCE_POS_WAIT",
+    "SPIDER_BG_DIRECT_SQL",
+    "SPIDER_COPY_TABLES",
+    "SPIDER_DIRECT_SQL",
     "SYS_EVAL",
     "SYS_EXEC",
     "SYS_GET",
     "SYS_SET",
     "WAIT_FOR_EXECUTED_GTID_SET",
     "WAIT_UNTIL_SQL_THREAD_AFTER_GTIDS",
+    "WSREP_SYNC_WAIT_UPTO_GTID",
 ];
+
+/// Name prefixes of function families a statement may not call (plugin
+/// UDFs that write the keyring, version tokens, the audit log, replication
+/// state, or files of the CONNECT engine).
+pub const DENIED_FUNCTION_PREFIXES: &[&str] = &[
+    "ASYNCHRONOUS_CONNECTION_FAILOVER_",
+    "AUDIT_LOG_",
+    "BFILE_",
+    "GROUP_REPLICATION_",
+    "JFILE_",
+    "KEYRING_KEY_",
+    "VERSION_TOKENS_",
+];
+
+fn is_denied_function(name: &str) -> bool {
+    DENIED_FUNCTIONS.contains(&name)
+        || DENIED_FUNCTION_PREFIXES
+            .iter()
+            .any(|prefix| name.starts_with(prefix))
+}
 
 /// The schemas a data source's statements may name.
 ///
@@ -143,10 +182,14 @@ fn check(sql: &str, schemas: &AllowedSchemas) -> Result<usize, Rejection> {
     if has_executable_comment(sql) {
         return Err(Rejection::ExecutableComment);
     }
+    if sql.contains('\0') {
+        return Err(Rejection::AmbiguousLexing);
+    }
     let dialect = MySqlDialect {};
     let tokens = Tokenizer::new(&dialect, sql)
         .tokenize()
         .map_err(|_| Rejection::Unparsable)?;
+    check_lexing(&tokens)?;
     let significant: Vec<&Token> = tokens
         .iter()
         .filter(|t| !matches!(t, Token::Whitespace(_)))
@@ -277,8 +320,7 @@ fn check_tokens(tokens: &[&Token]) -> Result<usize, Rejection> {
                         _ => {}
                     }
                 }
-                if matches!(next, Some(Token::LParen)) && DENIED_FUNCTIONS.contains(&value.as_str())
-                {
+                if matches!(next, Some(Token::LParen)) && is_denied_function(&value) {
                     return Err(Rejection::ForbiddenFunction);
                 }
             }
@@ -289,6 +331,74 @@ fn check_tokens(tokens: &[&Token]) -> Result<usize, Rejection> {
         }
     }
     Ok(placeholders)
+}
+
+/// Rule 3: every token, whitespace included, is one the server lexes the
+/// same way.
+fn check_lexing(tokens: &[Token]) -> Result<(), Rejection> {
+    for (index, token) in tokens.iter().enumerate() {
+        let next = tokens.get(index + 1);
+        let glued_word = matches!(next, Some(Token::Word(w)) if w.quote_style.is_none());
+        let ok = match token {
+            Token::Word(w) if w.quote_style.is_none() => {
+                !w.value.starts_with(|c: char| c.is_ascii_digit() || c == '.')
+            }
+            Token::Word(w) => matches!(w.quote_style, Some('`' | '"')),
+            Token::Number(..) | Token::HexStringLiteral(_) if glued_word => false,
+            Token::HexStringLiteral(hex) => hex.chars().all(|c| c.is_ascii_hexdigit()),
+            Token::SingleQuotedByteStringLiteral(bits) => bits.chars().all(|c| matches!(c, '0' | '1')),
+            Token::Whitespace(Whitespace::SingleLineComment { comment, prefix }) if prefix == "--" => {
+                comment.starts_with(|c: char| c.is_ascii_whitespace() || c.is_ascii_control())
+            }
+            Token::Whitespace(
+                Whitespace::Space
+                | Whitespace::Tab
+                | Whitespace::Newline
+                | Whitespace::SingleLineComment { .. }
+                | Whitespace::MultiLineComment(_),
+            )
+            | Token::Number(..)
+            | Token::SingleQuotedString(_)
+            | Token::DoubleQuotedString(_)
+            | Token::NationalStringLiteral(_)
+            | Token::Comma
+            | Token::Eq
+            | Token::Neq
+            | Token::Lt
+            | Token::Gt
+            | Token::LtEq
+            | Token::GtEq
+            | Token::Spaceship
+            | Token::Plus
+            | Token::Minus
+            | Token::Mul
+            | Token::Div
+            | Token::Mod
+            | Token::StringConcat
+            | Token::LParen
+            | Token::RParen
+            | Token::Period
+            | Token::SemiColon
+            | Token::Ampersand
+            | Token::Pipe
+            | Token::Caret
+            | Token::Tilde
+            | Token::ShiftLeft
+            | Token::ShiftRight
+            | Token::ExclamationMark
+            | Token::Arrow
+            | Token::LongArrow
+            | Token::EOF
+            // Refused later with their own reasons.
+            | Token::Placeholder(_)
+            | Token::Assignment => true,
+            _ => false,
+        };
+        if !ok {
+            return Err(Rejection::AmbiguousLexing);
+        }
+    }
+    Ok(())
 }
 
 fn check_query_tree(query: &Query) -> Result<(), Rejection> {

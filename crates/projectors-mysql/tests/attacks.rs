@@ -285,6 +285,21 @@ fn corpus() -> Vec<(&'static str, Value, Expect)> {
         ("DELETE\u{00A0}FROM evidence", none.clone(), Rejected),
         // A Cyrillic "Ѕ": not SLEEP, just an unknown function on the server.
         ("SELECT \u{0405}LEEP(5)", none.clone(), Harmless),
+        // Tokens the server lexes differently from the gate's parser.
+        (
+            "SELECT b\"\\\" AS x, \" , note FROM evidence, (SELECT 1 AS b) d -- \"",
+            none.clone(),
+            Rejected,
+        ),
+        ("SELECT note, 1.5FROM(evidence)", none.clone(), Rejected),
+        ("SELECT 1.5INTO @a", none.clone(), Rejected),
+        (
+            "SELECT 1 --\u{a0} UNION SELECT note FROM evidence",
+            none.clone(),
+            Rejected,
+        ),
+        ("SELECT 1 # x \0 , SLEEP(1)", none.clone(), Rejected),
+        ("SELECT LAST_INSERT_ID(777)", none.clone(), Rejected),
         // Other schemas, stored functions, assignments, odd placeholders.
         ("SELECT * FROM mysql.user", none.clone(), Rejected),
         (
