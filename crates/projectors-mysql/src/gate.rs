@@ -13,7 +13,10 @@
 //! 3. Tokenizes as MySQL, and every token is one the server reads the same
 //!    way ([`Rejection::AmbiguousLexing`] otherwise): no NUL byte; no unquoted
 //!    word that starts with a digit or `.` (sqlparser reads `1.5FROM` as one
-//!    word, the server as `1.5 FROM`); no number glued to a word (`0x1FOR`);
+//!    word, the server as `1.5 FROM`) or holds characters the server ends a
+//!    word at (sqlparser reads ``@@`version` AS v, ...`` up to a later
+//!    backtick as one word, and `INTO@x` as one word); no number glued to a
+//!    word (`0x1FOR`, `1e5L`);
 //!    `--` comments only with an ASCII space or control character after the
 //!    dashes (the server reads `--` + U+00A0 as two minus signs); no
 //!    double-quoted byte strings (`b"..."`, lexed without backslash escapes),
@@ -255,6 +258,9 @@ impl Visitor for Relations<'_> {
             Expr::Function(function) if function.name.0.len() > 1 => {
                 ControlFlow::Break(Rejection::StoredFunction)
             }
+            // MySQL has no field access on expressions; sqlparser builds one
+            // from `0x.f(1)`, which the server calls as the routine `0x`.f.
+            Expr::CompoundFieldAccess { .. } => ControlFlow::Break(Rejection::AmbiguousLexing),
             _ => ControlFlow::Continue(()),
         }
     }
@@ -340,12 +346,15 @@ fn check_lexing(tokens: &[Token]) -> Result<(), Rejection> {
         let next = tokens.get(index + 1);
         let glued_word = matches!(next, Some(Token::Word(w)) if w.quote_style.is_none());
         let ok = match token {
-            Token::Word(w) if w.quote_style.is_none() => {
-                !w.value.starts_with(|c: char| c.is_ascii_digit() || c == '.')
-            }
+            Token::Word(w) if w.quote_style.is_none() => plain_word(&w.value),
             Token::Word(w) => matches!(w.quote_style, Some('`' | '"')),
             Token::Number(..) | Token::HexStringLiteral(_) if glued_word => false,
-            Token::HexStringLiteral(hex) => hex.chars().all(|c| c.is_ascii_hexdigit()),
+            // `0x` alone: sqlparser reads an empty literal, the server a word.
+            Token::HexStringLiteral(hex) => {
+                !hex.is_empty() && hex.chars().all(|c| c.is_ascii_hexdigit())
+            }
+            // `1e5L`: sqlparser drops the `L`, the server reads an alias.
+            Token::Number(_, true) => false,
             Token::SingleQuotedByteStringLiteral(bits) => bits.chars().all(|c| matches!(c, '0' | '1')),
             Token::Whitespace(Whitespace::SingleLineComment { comment, prefix }) if prefix == "--" => {
                 comment.starts_with(|c: char| c.is_ascii_whitespace() || c.is_ascii_control())
@@ -399,6 +408,27 @@ fn check_lexing(tokens: &[Token]) -> Result<(), Rejection> {
         }
     }
     Ok(())
+}
+
+/// An unquoted word as the server lexes it: an identifier or keyword (ASCII
+/// letters, digits, `_`, `$` or any non-ASCII character, not starting with a
+/// digit), a user variable `@name` (ASCII letters, digits, `_`, `$`) or a
+/// system variable `@@name`. sqlparser folds into a word whatever follows
+/// `@` or `@@` (``@@`version` AS v, ... -- ` `` would hide the rest of the
+/// statement in one identifier) and keeps `@` inside words (`INTO@x`), where
+/// the server splits them.
+fn plain_word(value: &str) -> bool {
+    let identifier = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '$' || !c.is_ascii();
+    let user_variable = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '$';
+    let (body, allowed): (&str, &dyn Fn(char) -> bool) =
+        if let Some(rest) = value.strip_prefix("@@") {
+            (rest, &identifier)
+        } else if let Some(rest) = value.strip_prefix('@') {
+            (rest, &user_variable)
+        } else {
+            (value, &identifier)
+        };
+    !body.is_empty() && !body.starts_with(|c: char| c.is_ascii_digit()) && body.chars().all(allowed)
 }
 
 fn check_query_tree(query: &Query) -> Result<(), Rejection> {

@@ -300,6 +300,21 @@ fn corpus() -> Vec<(&'static str, Value, Expect)> {
         ),
         ("SELECT 1 # x \0 , SLEEP(1)", none.clone(), Rejected),
         ("SELECT LAST_INSERT_ID(777)", none.clone(), Rejected),
+        (
+            "SELECT @@`version` AS v, (SELECT user FROM mysql.user LIMIT 1) AS x -- `",
+            none.clone(),
+            Rejected,
+        ),
+        (
+            "SELECT @@`version` AS v, SLEEP(2), GET_LOCK('aci', 0) -- `",
+            none.clone(),
+            Rejected,
+        ),
+        (
+            "SELECT id INTO@x FROM evidence LIMIT 1",
+            none.clone(),
+            Rejected,
+        ),
         // Other schemas, stored functions, assignments, odd placeholders.
         ("SELECT * FROM mysql.user", none.clone(), Rejected),
         (

@@ -386,3 +386,40 @@ fn plugin_and_session_functions_are_denied() {
         );
     }
 }
+
+/// Second review: words sqlparser extends past where the server ends them
+/// (confirmed on MariaDB 10.11: the first read another schema's table).
+#[test]
+fn words_the_server_splits_are_refused() {
+    let mut wrong = Vec::new();
+    for sql in [
+        "SELECT @@`version` AS v, (SELECT s FROM other.secret) AS x -- `",
+        "SELECT @@`version` AS v, SLEEP(2) -- `",
+        "SELECT @@`version` AS v, @a := 5 -- `",
+        "SELECT @@`version` AS v FROM t LIMIT 1 INTO @v -- `",
+        "SELECT @`x` AS v, (SELECT s FROM other.secret) AS x -- `",
+        "SELECT @'x', (SELECT s FROM other.secret) -- '",
+        "SELECT id INTO@x FROM t LIMIT 1",
+        "SELECT @/x",
+        "SELECT @aé",
+        "SELECT 1e5L",
+        "SELECT 0x.f(1)",
+        "SELECT 0x",
+    ] {
+        if check_query(sql, 0).is_ok() {
+            wrong.push(sql);
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    for sql in [
+        "SELECT @@version, @@global.max_connections, @@session.sql_mode",
+        "SELECT @x, @user_1, @$v",
+        "SELECT café, `naïve` FROM t",
+    ] {
+        assert!(
+            check_query(sql, 0).is_ok(),
+            "{sql:?}: {:?}",
+            check_query(sql, 0)
+        );
+    }
+}
