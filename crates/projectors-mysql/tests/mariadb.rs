@@ -375,6 +375,27 @@ async fn writes_are_refused_by_the_server_even_without_the_gate() {
             assert!(matches!(code, Some(1142 | 1792)), "{sql}: {code:?}");
         }
 
+        // The server's own count of placeholders must match the params: a
+        // difference would mean the gate and the server read the text
+        // differently.
+        let error = executor
+            .run_read_only(MysqlQuery {
+                data_source: "reader",
+                sql: "SELECT ? AS a, '?' AS b",
+                params: &[],
+            })
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                error,
+                Error::QueryRejected {
+                    reason: Rejection::AmbiguousLexing
+                }
+            ),
+            "{error:?}"
+        );
+
         // Nothing changed.
         let mut admin = db.admin().await;
         let (count, small): (u64, Option<i64>) = admin

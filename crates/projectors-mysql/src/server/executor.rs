@@ -191,8 +191,10 @@ impl MysqlAsyncExecutor {
     ///   `sql_select_limit` = row cap + 1, `time_zone` = UTC, and `sql_mode` without the modes
     ///   that change lexing (`ANSI_QUOTES`, `NO_BACKSLASH_ESCAPES`, ...);
     /// - `SET TRANSACTION READ ONLY` + `START TRANSACTION`, always rolled back;
-    /// - the statement is prepared and executed with its params (never
-    ///   interpolated), and rows are streamed: at most row cap + 1 are read,
+    /// - the statement is prepared (and refused as `AMBIGUOUS_LEXING` when
+    ///   the server counts other `?` placeholders than there are params) and
+    ///   executed with its params (never interpolated), and rows are
+    ///   streamed: at most row cap + 1 are read,
     ///   values longer than `max_value_bytes` are shortened, and reading stops
     ///   when the raw byte budget is reached; a statement stopped early has
     ///   its connection closed (which ends it on the server) rather than
@@ -311,6 +313,12 @@ impl MysqlAsyncExecutor {
             Params::Positional(query.params.iter().map(convert::param).collect())
         };
         let statement = tx.prep(query.sql).await.map_err(query_error)?;
+        // The server's count of `?` placeholders must be the gate's: if they
+        // differ, the two lexers read the text differently (a `?` inside what
+        // one takes for a literal or comment), so the gate's verdict is void.
+        if usize::from(statement.num_params()) != query.params.len() {
+            return Err(Error::rejected(crate::Rejection::AmbiguousLexing));
+        }
         let mut columns: Vec<RawColumn> = statement.columns().iter().map(convert::column).collect();
         if flavor == Flavor::MariaDb {
             mark_json_columns(&mut tx, &statement.columns(), &mut columns).await?;
