@@ -15,8 +15,10 @@
 //!    word that starts with a digit or `.` (sqlparser reads `1.5FROM` as one
 //!    word, the server as `1.5 FROM`) or holds characters the server ends a
 //!    word at (sqlparser reads ``@@`version` AS v, ...`` up to a later
-//!    backtick as one word, and `INTO@x` as one word); no number glued to a
-//!    word (`0x1FOR`, `1e5L`);
+//!    backtick as one word, and `INTO@x` as one word); no user variable or
+//!    name followed by a dot and whitespace (`@a. FROM t` is `@a.` then
+//!    `FROM` to the server, one name to sqlparser); no word starting with
+//!    `$`; no number glued to a word (`0x1FOR`, `1e5L`);
 //!    `--` comments only with an ASCII space or control character after the
 //!    dashes (the server reads `--` + U+00A0 as two minus signs); no
 //!    double-quoted byte strings (`b"..."`, lexed without backslash escapes),
@@ -67,17 +69,24 @@ use crate::{Error, Rejection, Result};
 /// files, take or wait for locks, wait for replication, change sequences or
 /// session state, or are well-known plugin and command-execution UDFs.
 pub const DENIED_FUNCTIONS: &[&str] = &[
+    "AUDIT_API_MESSAGE_EMIT_UDF",
+    "BBIN_FILE",
     "BENCHMARK",
-    "GEN_DICTIONARY_LOAD",
+    "BSON_FILE",
+    "ENVAR",
+    "FLUSH_REWRITE_RULES",
     "GET_LOCK",
     "IS_FREE_LOCK",
     "IS_USED_LOCK",
+    "JBIN_FILE",
     "JSON_FILE",
     "LASTVAL",
     "LAST_INSERT_ID",
     "LOAD_FILE",
+    "LOAD_REWRITE_RULES",
     "MASTER_GTID_WAIT",
     "MASTER_POS_WAIT",
+    "MLE_SESSION_RESET",
     "NEXTVAL",
     "RELEASE_ALL_LOCKS",
     "RELEASE_LOCK",
@@ -85,11 +94,9 @@ pub const DENIED_FUNCTIONS: &[&str] = &[
     "SERVICE_GET_WRITE_LOCKS",
     "SERVICE_RELEASE_LOCKS",
     "SETVAL",
+    "SET_FIREWALL_MODE",
     "SLEEP",
     "SOURCE_POS_WAIT",
-    "SPIDER_BG_DIRECT_SQL",
-    "SPIDER_COPY_TABLES",
-    "SPIDER_DIRECT_SQL",
     "SYS_EVAL",
     "SYS_EXEC",
     "SYS_GET",
@@ -106,9 +113,14 @@ pub const DENIED_FUNCTION_PREFIXES: &[&str] = &[
     "ASYNCHRONOUS_CONNECTION_FAILOVER_",
     "AUDIT_LOG_",
     "BFILE_",
+    "FIREWALL_",
+    "GEN_DICTIONARY_",
     "GROUP_REPLICATION_",
     "JFILE_",
-    "KEYRING_KEY_",
+    "KEYRING_",
+    "MASKING_",
+    "MYSQL_FIREWALL_",
+    "SPIDER_",
     "VERSION_TOKENS_",
 ];
 
@@ -346,7 +358,18 @@ fn check_lexing(tokens: &[Token]) -> Result<(), Rejection> {
         let next = tokens.get(index + 1);
         let glued_word = matches!(next, Some(Token::Word(w)) if w.quote_style.is_none());
         let ok = match token {
-            Token::Word(w) if w.quote_style.is_none() => plain_word(&w.value),
+            // `@a.b` is one user variable to the server; `@a.` + space + FROM
+            // ends the variable at the dot, where sqlparser joins `@a . FROM`
+            // into one identifier and never sees the FROM clause.
+            Token::Word(w) if w.quote_style.is_none() => {
+                plain_word(&w.value)
+                    && !(w.value.starts_with('@')
+                        && !w.value.starts_with("@@")
+                        && matches!(next, Some(Token::Period)))
+            }
+            // `x. KEYWORD`: sqlparser takes the keyword for a name part, the
+            // server lexes a keyword after a dot and whitespace.
+            Token::Period if matches!(next, Some(Token::Whitespace(_))) => false,
             Token::Word(w) => matches!(w.quote_style, Some('`' | '"')),
             Token::Number(..) | Token::HexStringLiteral(_) if glued_word => false,
             // `0x` alone: sqlparser reads an empty literal, the server a word.
@@ -428,7 +451,10 @@ fn plain_word(value: &str) -> bool {
         } else {
             (value, &identifier)
         };
-    !body.is_empty() && !body.starts_with(|c: char| c.is_ascii_digit()) && body.chars().all(allowed)
+    // `$`: MySQL 9 reads `$$...$$` and `$tag$...$tag$` as strings.
+    !body.is_empty()
+        && !body.starts_with(|c: char| c.is_ascii_digit() || c == '$')
+        && body.chars().all(allowed)
 }
 
 fn check_query_tree(query: &Query) -> Result<(), Rejection> {

@@ -315,6 +315,11 @@ fn corpus() -> Vec<(&'static str, Value, Expect)> {
             none.clone(),
             Rejected,
         ),
+        (
+            "SELECT *, @a. FROM evidence, mysql.user",
+            none.clone(),
+            Rejected,
+        ),
         // Other schemas, stored functions, assignments, odd placeholders.
         ("SELECT * FROM mysql.user", none.clone(), Rejected),
         (

@@ -413,9 +413,44 @@ fn words_the_server_splits_are_refused() {
     assert!(wrong.is_empty(), "{wrong:#?}");
     for sql in [
         "SELECT @@version, @@global.max_connections, @@session.sql_mode",
-        "SELECT @x, @user_1, @$v",
+        "SELECT @x, @user_1, @v$",
         "SELECT café, `naïve` FROM t",
     ] {
+        assert!(
+            check_query(sql, 0).is_ok(),
+            "{sql:?}: {:?}",
+            check_query(sql, 0)
+        );
+    }
+}
+
+/// Third review: a user variable ending in a dot hid a FROM clause
+/// (confirmed on MariaDB 10.11: read another schema's table).
+#[test]
+fn a_dot_never_glues_a_keyword_into_a_name() {
+    let mut wrong = Vec::new();
+    for sql in [
+        "SELECT *, @a. FROM t, other.secret",
+        "SELECT secret.s, @a. FROM t, other.secret",
+        "WITH d AS (SELECT 1 AS x) SELECT *, @a. FROM d, other.secret",
+        "SELECT * FROM t WHERE EXISTS (SELECT *, @a. FROM t, other.secret WHERE s LIKE 'TOP%')",
+        "SELECT *, @a.\nFROM t, other.secret",
+        "SELECT *, @a./**/FROM t, other.secret",
+        "SELECT *, @a. # x\nFROM t, other.secret",
+        "SELECT *, @a.b. FROM t, other.secret",
+        "SELECT t. FROM t",
+        "SELECT $$x$$",
+        "SELECT $x",
+        "SELECT SPIDER_PING_TABLE('x')",
+        "SELECT ENVAR('HOME')",
+        "SELECT keyring_aws_rotate_cmk()",
+    ] {
+        if check_query(sql, 0).is_ok() {
+            wrong.push(sql);
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    for sql in ["SELECT t.a, shop.t.b FROM shop.t", "SELECT x$ FROM t"] {
         assert!(
             check_query(sql, 0).is_ok(),
             "{sql:?}: {:?}",
