@@ -29,8 +29,14 @@
 //!    unquoted `LOCK` or `FOR UPDATE` / `FOR SHARE` (locking reads), no
 //!    `PROCEDURE` clause, no `NEXT VALUE FOR` / `PREVIOUS VALUE FOR` (sequence
 //!    writes), no `:=` (variable assignment), no placeholder other than `?`,
-//!    and no call of a function on [`DENIED_FUNCTIONS`] (quoted or not).
-//! 5. Parses as exactly one statement, which is a query (`SELECT`,
+//!    no call of a function on [`DENIED_FUNCTIONS`] or with a prefix on
+//!    [`DENIED_FUNCTION_PREFIXES`] (quoted or not), and no name of more than
+//!    two parts (MariaDB 10.11 crashes on an unresolvable `db.t.col` in a
+//!    `NATURAL JOIN` or `USING` query).
+//! 5. Parses as exactly one statement with nothing but `;` after it (one
+//!    statement is parsed and the tokens must end there: sqlparser's
+//!    statement list stops silently at an unquoted `END`, an alias to the
+//!    server), which is a query (`SELECT`,
 //!    `WITH ... SELECT`, set operations such as `UNION`, parenthesized
 //!    queries); every CTE, every branch and every nested query (subqueries
 //!    in expressions, derived tables) is itself such a query. `SHOW`,
@@ -73,9 +79,12 @@ pub const DENIED_FUNCTIONS: &[&str] = &[
     "BBIN_FILE",
     "BENCHMARK",
     "BSON_FILE",
+    "DO_SYSTEM",
     "ENVAR",
     "FLUSH_REWRITE_RULES",
     "GET_LOCK",
+    "HTTP_GET",
+    "HTTP_POST",
     "IS_FREE_LOCK",
     "IS_USED_LOCK",
     "JBIN_FILE",
@@ -87,6 +96,7 @@ pub const DENIED_FUNCTIONS: &[&str] = &[
     "MASTER_GTID_WAIT",
     "MASTER_POS_WAIT",
     "MLE_SESSION_RESET",
+    "MROONGA_COMMAND",
     "NEXTVAL",
     "RELEASE_ALL_LOCKS",
     "RELEASE_LOCK",
@@ -94,6 +104,7 @@ pub const DENIED_FUNCTIONS: &[&str] = &[
     "SERVICE_GET_WRITE_LOCKS",
     "SERVICE_RELEASE_LOCKS",
     "SETVAL",
+    "SET_FIREWALL_GROUP_MODE",
     "SET_FIREWALL_MODE",
     "SLEEP",
     "SOURCE_POS_WAIT",
@@ -214,12 +225,19 @@ fn check(sql: &str, schemas: &AllowedSchemas) -> Result<usize, Rejection> {
     }
     let placeholders = check_tokens(&significant)?;
 
-    let statements = Parser::parse_sql(&dialect, sql).map_err(|_| Rejection::Unparsable)?;
-    let statement = match statements.as_slice() {
-        [] => return Err(Rejection::Empty),
-        [one] => one,
-        _ => return Err(Rejection::MultipleStatements),
-    };
+    // Parse exactly one statement from the checked tokens and require that
+    // nothing but `;` follows. `Parser::parse_sql` stops silently at an
+    // unquoted `END` after a statement (`SELECT s END FROM other.secret`:
+    // END is an alias to the server, the end of the statement list to
+    // sqlparser), so its result cannot be trusted to cover the whole text.
+    let mut parser = Parser::new(&dialect).with_tokens(tokens.clone());
+    let statement = &parser
+        .parse_statement()
+        .map_err(|_| Rejection::Unparsable)?;
+    while parser.consume_token(&Token::SemiColon) {}
+    if parser.peek_token_ref().token != Token::EOF {
+        return Err(Rejection::MultipleStatements);
+    }
     match statement {
         Statement::Query(query) => check_query_tree(query)?,
         _ => return Err(Rejection::NotAQuery),
@@ -341,6 +359,16 @@ fn check_tokens(tokens: &[&Token]) -> Result<usize, Rejection> {
                 if matches!(next, Some(Token::LParen)) && is_denied_function(&value) {
                     return Err(Rejection::ForbiddenFunction);
                 }
+            }
+            // `db.table.column` (also in `MATCH (...)`, `db.t.*`): MariaDB 10.11
+            // crashes (SIGSEGV in find_field_in_tables) on an unresolvable one
+            // in a query with NATURAL JOIN or JOIN ... USING. No name of more
+            // than two parts is needed: qualify columns by table or alias.
+            Token::Period
+                if matches!(next, Some(Token::Word(_)))
+                    && matches!(tokens.get(index + 2), Some(Token::Period)) =>
+            {
+                return Err(Rejection::UnsupportedTable);
             }
             Token::Placeholder(p) if p == "?" => placeholders += 1,
             Token::Placeholder(_) => return Err(Rejection::UnsupportedPlaceholder),

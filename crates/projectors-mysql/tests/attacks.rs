@@ -320,6 +320,8 @@ fn corpus() -> Vec<(&'static str, Value, Expect)> {
             none.clone(),
             Rejected,
         ),
+        ("SELECT note END FROM mysql.user", none.clone(), Rejected),
+        ("SELECT 1 END; DROP TABLE evidence", none.clone(), Rejected),
         // Other schemas, stored functions, assignments, odd placeholders.
         ("SELECT * FROM mysql.user", none.clone(), Rejected),
         (

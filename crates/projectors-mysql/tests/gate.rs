@@ -450,7 +450,49 @@ fn a_dot_never_glues_a_keyword_into_a_name() {
         }
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
-    for sql in ["SELECT t.a, shop.t.b FROM shop.t", "SELECT x$ FROM t"] {
+    for sql in [
+        "SELECT t.a, o.b FROM shop.t JOIN shop.o ON o.id = t.id",
+        "SELECT x$ FROM t",
+    ] {
+        assert!(
+            check_query(sql, 0).is_ok(),
+            "{sql:?}: {:?}",
+            check_query(sql, 0)
+        );
+    }
+}
+
+/// Fourth review: sqlparser's statement list stopped silently at an unquoted
+/// `END` (an alias to the server), and three-part names crash MariaDB 10.11
+/// in NATURAL JOIN / USING queries (both confirmed on MariaDB 10.11.19).
+#[test]
+fn the_whole_text_is_one_statement_and_names_have_two_parts_at_most() {
+    let mut wrong = Vec::new();
+    for sql in [
+        "SELECT s END FROM other.secret",
+        "SELECT a FROM t END UNION SELECT s FROM other.secret",
+        "SELECT a END, (SELECT s FROM other.secret LIMIT 1) AS leaked FROM t",
+        "SELECT 1 END, other.f()",
+        "SELECT 1 END; DROP TABLE t",
+        "SELECT 1 END UNION TABLE mysql.user",
+        "SELECT x.y.z FROM t NATURAL JOIN u",
+        "SELECT 1 FROM t LEFT JOIN u USING (a) WHERE x.y.z = 1",
+        "SELECT 1 FROM t NATURAL JOIN u WHERE MATCH (x.y.z) AGAINST ('a')",
+        "SELECT shop.t.* FROM shop.t",
+        "SELECT MROONGA_COMMAND('status')",
+        "SELECT do_system('id')",
+    ] {
+        if check_query(sql, 0).is_ok() {
+            wrong.push(sql);
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    for sql in [
+        "SELECT `end` FROM t",
+        "SELECT a AS `end` FROM t;",
+        "SELECT CASE WHEN a > 1 THEN 'x' ELSE 'y' END AS c FROM t",
+        "SELECT 1;;",
+    ] {
         assert!(
             check_query(sql, 0).is_ok(),
             "{sql:?}: {:?}",
