@@ -15,8 +15,8 @@ use invocation_core::{BoundaryOutcome, RunContext, ToolBoundary, ToolEnvelope};
 use mysql_async::prelude::Queryable;
 use projectors_mysql::testing::TestDatabase;
 use projectors_mysql::{
-    DataSourceConfig, Error, MysqlAsyncExecutor, MysqlConfig, MysqlExecutor, MysqlQuery, RawValue,
-    Rejection, query_mysql_tool,
+    DataSourceConfig, Error, MysqlAsyncExecutor, MysqlConfig, MysqlExecutor, MysqlQuery,
+    QueryMysqlTool, RawValue, Rejection, query_mysql_tool,
 };
 use serde_json::{Value, json};
 use store_memory::MemoryStore;
@@ -100,6 +100,31 @@ fn executor(sources: &[(&str, DataSourceConfig)]) -> MysqlAsyncExecutor {
     MysqlAsyncExecutor::new(&config).unwrap()
 }
 
+fn boundary_over(executor: &Arc<MysqlAsyncExecutor>) -> ToolBoundary {
+    boundary_with(query_mysql_tool(Arc::clone(executor)))
+}
+
+fn boundary_with(tool: QueryMysqlTool<Arc<MysqlAsyncExecutor>>) -> ToolBoundary {
+    ToolBoundary::builder(Arc::new(MemoryStore::new()))
+        .tool(tool)
+        .build()
+        .unwrap()
+}
+
+/// The data source `shop` still answers an ordinary read (after a timeout,
+/// a kill or a closed connection).
+async fn assert_serves_reads(executor: &MysqlAsyncExecutor) {
+    let raw = executor
+        .query(MysqlQuery {
+            data_source: "shop",
+            sql: "SELECT COUNT(*) FROM numbers",
+            params: &[],
+        })
+        .await
+        .unwrap();
+    assert_eq!(raw.rows, [[RawValue::Int(5000)]]);
+}
+
 async fn call(boundary: &ToolBoundary, id: &str, arguments: Value) -> BoundaryOutcome {
     let ctx = RunContext::new(RunId::new("run-mariadb").unwrap());
     boundary
@@ -116,10 +141,7 @@ const SELECT_ALL: &str = "SELECT id, amount, ratio, approx, day, at, created, st
 async fn every_type_reads_through_the_tool_as_a_select_only_account() {
     with_db(|db| async move {
         let executor = Arc::new(executor(&[("shop", DataSourceConfig::new(db.reader_url()))]));
-        let boundary = ToolBoundary::builder(Arc::new(MemoryStore::new()))
-            .tool(query_mysql_tool(Arc::clone(&executor)))
-            .build()
-            .unwrap();
+        let boundary = boundary_over(&executor);
 
         let outcome = call(
             &boundary,
@@ -441,10 +463,7 @@ async fn rows_are_capped_server_side_and_the_pool_stays_usable() {
             "shop",
             DataSourceConfig::new(db.reader_url()).max_rows(5),
         )]));
-        let boundary = ToolBoundary::builder(Arc::new(MemoryStore::new()))
-            .tool(query_mysql_tool(Arc::clone(&executor)))
-            .build()
-            .unwrap();
+        let boundary = boundary_over(&executor);
         let sequence = "WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < 1000) SELECT n FROM seq";
         for (id, sql) in [
             ("cap-no-limit", sequence.to_owned()),
@@ -546,10 +565,7 @@ async fn a_big_table_is_read_up_to_its_cap_and_marked_truncated() {
             ("shop", DataSourceConfig::new(db.reader_url())),
             ("small", DataSourceConfig::new(db.reader_url()).max_rows(7)),
         ]));
-        let boundary = ToolBoundary::builder(Arc::new(MemoryStore::new()))
-            .tool(query_mysql_tool(Arc::clone(&executor)))
-            .build()
-            .unwrap();
+        let boundary = boundary_over(&executor);
         // Default cap (100 rows) on a 5000-row table, with and without LIMIT.
         for (id, sql) in [
             ("big", "SELECT n FROM numbers ORDER BY n"),
@@ -597,10 +613,7 @@ async fn a_long_query_is_stopped_at_the_server_time_limit() {
             "shop",
             DataSourceConfig::new(db.reader_url()).timeout(Duration::from_millis(300)),
         )]));
-        let boundary = ToolBoundary::builder(Arc::new(MemoryStore::new()))
-            .tool(query_mysql_tool(Arc::clone(&executor)))
-            .build()
-            .unwrap();
+        let boundary = boundary_over(&executor);
         let started = Instant::now();
         let outcome = call(
             &boundary,
@@ -627,15 +640,7 @@ async fn a_long_query_is_stopped_at_the_server_time_limit() {
         );
         assert!(started.elapsed() < Duration::from_secs(30));
         // The pool is usable afterwards.
-        let raw = executor
-            .query(MysqlQuery {
-                data_source: "shop",
-                sql: "SELECT COUNT(*) FROM numbers",
-                params: &[],
-            })
-            .await
-            .unwrap();
-        assert_eq!(raw.rows, [[RawValue::Int(5000)]]);
+        assert_serves_reads(&executor).await;
     })
     .await;
 }
@@ -665,10 +670,7 @@ async fn the_client_timeout_kills_the_statement_on_the_server() {
                 .timeout(Duration::from_secs(600))
                 .client_timeout(Duration::from_millis(400)),
         )]));
-        let boundary = ToolBoundary::builder(Arc::new(MemoryStore::new()))
-            .tool(query_mysql_tool(Arc::clone(&executor)))
-            .build()
-            .unwrap();
+        let boundary = boundary_over(&executor);
         let started = Instant::now();
         let outcome = call(
             &boundary,
@@ -698,15 +700,7 @@ async fn the_client_timeout_kills_the_statement_on_the_server() {
             .unwrap_err();
         assert!(matches!(error, Error::Timeout), "{error:?}");
         // The pool is usable afterwards.
-        let raw = executor
-            .query(MysqlQuery {
-                data_source: "shop",
-                sql: "SELECT COUNT(*) FROM numbers",
-                params: &[],
-            })
-            .await
-            .unwrap();
-        assert_eq!(raw.rows, [[RawValue::Int(5000)]]);
+        assert_serves_reads(&executor).await;
     })
     .await;
 }
@@ -735,10 +729,9 @@ async fn a_call_cancelled_from_outside_kills_its_statement() {
                 .timeout(Duration::from_secs(600))
                 .client_timeout(Duration::from_secs(600)),
         )]));
-        let boundary = ToolBoundary::builder(Arc::new(MemoryStore::new()))
-            .tool(query_mysql_tool(Arc::clone(&executor)).timeout(Duration::from_millis(400)))
-            .build()
-            .unwrap();
+        let boundary = boundary_with(
+            query_mysql_tool(Arc::clone(&executor)).timeout(Duration::from_millis(400)),
+        );
         let outcome = call(
             &boundary,
             "cancelled",
@@ -755,15 +748,7 @@ async fn a_call_cancelled_from_outside_kills_its_statement() {
             "the cancelled statement still runs on the server"
         );
         // The pool is usable afterwards.
-        let raw = executor
-            .query(MysqlQuery {
-                data_source: "shop",
-                sql: "SELECT COUNT(*) FROM numbers",
-                params: &[],
-            })
-            .await
-            .unwrap();
-        assert_eq!(raw.rows, [[RawValue::Int(5000)]]);
+        assert_serves_reads(&executor).await;
     })
     .await;
 }
@@ -799,15 +784,7 @@ async fn reading_stops_at_the_cap_and_the_statement_stops_too() {
             "the statement still runs after its rows were cut"
         );
         // The pool opens a new connection for the next call.
-        let raw = executor
-            .query(MysqlQuery {
-                data_source: "shop",
-                sql: "SELECT COUNT(*) FROM numbers",
-                params: &[],
-            })
-            .await
-            .unwrap();
-        assert_eq!(raw.rows, [[RawValue::Int(5000)]]);
+        assert_serves_reads(&executor).await;
     })
     .await;
 }
