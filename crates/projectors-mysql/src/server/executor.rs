@@ -228,42 +228,43 @@ impl MysqlAsyncExecutor {
             connect_timeout: self.connect_timeout,
             conn: Some(conn),
         };
-        let result = match guard.conn.as_mut() {
-            Some(conn) => {
-                let work = self.run(conn, source, query);
-                tokio::pin!(work);
-                match tokio::time::timeout(source.client_timeout, &mut work).await {
-                    Ok(result) => Ok(result),
-                    Err(_) => {
-                        kill(&source.pool, connection_id, self.connect_timeout).await;
-                        // Let the interrupted statement hand its connection
-                        // back in a clean state; its own result no longer matters.
-                        Err(tokio::time::timeout(KILL_GRACE, work).await.is_ok())
-                    }
+        // `work` borrows the guard's connection; the block ends that borrow.
+        let ending = {
+            let Some(conn) = guard.conn.as_mut() else {
+                return Err(Error::Connect(None)); // the guard was just given it
+            };
+            let work = self.run(conn, source, query);
+            tokio::pin!(work);
+            match tokio::time::timeout(source.client_timeout, &mut work).await {
+                Ok(result) => Ending::Finished(result),
+                Err(_) => {
+                    kill(&source.pool, connection_id, self.connect_timeout).await;
+                    // Let the interrupted statement hand its connection back in a
+                    // clean state; its own result no longer matters.
+                    let settled = tokio::time::timeout(KILL_GRACE, work).await.is_ok();
+                    Ending::Killed { settled }
                 }
             }
-            None => Err(true),
         };
-        match result {
-            Ok(Ok((raw, true))) => {
+        match ending {
+            Ending::Finished(Ok((raw, true))) => {
                 guard.disarm();
                 Ok(raw)
             }
-            Ok(Ok((raw, false))) => {
+            Ending::Finished(Ok((raw, false))) => {
                 guard.close().await;
                 Ok(raw)
             }
-            Ok(Err(error)) => {
+            Ending::Finished(Err(error)) => {
                 guard.disarm();
                 Err(error)
             }
-            // Killed and wound down: the connection may be reused.
-            Err(true) => {
+            Ending::Killed { settled: true } => {
                 guard.disarm();
                 Err(Error::Timeout)
             }
             // Still busy after the kill: the guard discards the connection.
-            Err(false) => Err(Error::Timeout),
+            Ending::Killed { settled: false } => Err(Error::Timeout),
         }
     }
 
@@ -374,6 +375,15 @@ impl MysqlAsyncExecutor {
         }
         Ok((raw, finished))
     }
+}
+
+/// How a statement run under the client timeout ended.
+enum Ending {
+    /// It finished: its rows (and whether they were read to the end), or its error.
+    Finished(Result<(RawResultSet, bool)>),
+    /// It was killed at the client timeout; `settled` when it then handed its
+    /// connection back within the grace period.
+    Killed { settled: bool },
 }
 
 /// Holds the connection of a running statement. Dropped while it still holds
