@@ -57,7 +57,11 @@ pub(crate) async fn run(command: Command) -> Result<ExitCode, CliError> {
                 }
             };
             let app = App::build(&config, store.store.as_deref()).await?;
-            mcp::serve(app, run_id).await?;
+            let drain = config.serve.drain_secs.map_or_else(
+                || mcp::longest_tool_timeout(&app.boundary),
+                std::time::Duration::from_secs,
+            );
+            mcp::serve(app, run_id, drain).await?;
             Ok(ExitCode::SUCCESS)
         }
     }
