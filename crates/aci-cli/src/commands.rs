@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use crate::app::{App, StoreSpec};
 use crate::config::Config;
 use crate::error::CliError;
+use crate::output::{out, outln};
 use crate::{Command, StoreArgs, mcp, pretty};
 
 /// Tool definition formats.
@@ -29,7 +30,7 @@ const NOT_READY: u8 = 2;
 pub(crate) async fn run(command: Command) -> Result<ExitCode, CliError> {
     match command {
         Command::Tools { format } => {
-            print!("{}", tools(format.into()));
+            out!("{}", tools(format.into()))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Call {
@@ -117,7 +118,7 @@ async fn call(
     let outcome = app.boundary.invoke(&ctx, envelope).await;
     let compact = serde_json::to_string(&outcome)
         .map_err(|e| CliError::config(format!("cannot print the outcome: {e}")))?;
-    println!("{}", pretty::indent(&compact));
+    outln!("{}", pretty::indent(&compact))?;
     Ok(ExitCode::from(if outcome.observation.is_error() {
         NOT_READY
     } else {
@@ -163,10 +164,10 @@ async fn inspect(
         .map_err(|e| CliError::config(format!("cannot read the run's journal: {e}")))?;
     if json {
         for record in &records {
-            println!("{}", record_json(record));
+            outln!("{}", record_json(record))?;
         }
     } else {
-        print!("{}", table(&records));
+        out!("{}", table(&records))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -274,7 +275,7 @@ async fn verify(store: &StoreArgs, run: &str, ids: &[String]) -> Result<ExitCode
         all_stand &= !matches!(check.verdict, CitationVerdict::NotCitable { .. });
         let line = serde_json::to_string(check)
             .map_err(|e| CliError::config(format!("cannot print a verdict: {e}")))?;
-        println!("{line}");
+        outln!("{line}")?;
     }
     Ok(ExitCode::from(if all_stand { READY } else { NOT_READY }))
 }

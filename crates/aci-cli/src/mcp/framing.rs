@@ -35,7 +35,7 @@ use std::io;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rmcp::RoleServer;
-use rmcp::model::{ClientJsonRpcMessage, GetExtensions as _, JsonRpcMessage};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, GetExtensions as _, JsonRpcMessage};
 use rmcp::service::TxJsonRpcMessage;
 use rmcp::transport::Transport;
 use serde_json::{Map, Value, json};
@@ -244,6 +244,14 @@ impl<R: AsyncRead + Unpin + Send> LineTransport<R> {
         };
         let mut message =
             match serde_json::from_value::<ClientJsonRpcMessage>(Value::Object(object.clone())) {
+                // rmcp reads a known method with params that do not fit it as
+                // a custom request (and would answer "method not found").
+                Ok(JsonRpcMessage::Request(request))
+                    if matches!(&request.request, ClientRequest::CustomRequest(custom)
+                        if TYPED_METHODS.contains(&custom.method.as_str())) =>
+                {
+                    return Handled::Reply(error_line(Some(id), INVALID_PARAMS, "Invalid params"));
+                }
                 Ok(message) => message,
                 Err(_) if envelope_ok => {
                     return Handled::Reply(error_line(Some(id), INVALID_PARAMS, "Invalid params"));
@@ -271,6 +279,25 @@ impl<R: AsyncRead + Unpin + Send> LineTransport<R> {
         Handled::Deliver(Box::new(message))
     }
 }
+
+/// The client requests rmcp reads into typed params: one of these read as a
+/// custom request had params that do not fit.
+const TYPED_METHODS: [&str; 14] = [
+    "initialize",
+    "ping",
+    "server/discover",
+    "completion/complete",
+    "logging/setLevel",
+    "prompts/get",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "tools/call",
+    "tools/list",
+];
 
 /// Removes a `tools/call`'s `arguments` when they are present and not an
 /// object, and returns their JSON text.
@@ -495,6 +522,8 @@ pub(crate) fn scan_id(text: &[u8]) -> Option<Value> {
             return is_id(&id).then_some(id);
         }
         scanner.value()?;
+        // Well formed, or the id that follows cannot be trusted.
+        serde_json::from_slice::<Value>(&text[value_start..scanner.at]).ok()?;
         scanner.space();
         match text.get(scanner.at)? {
             b',' => scanner.at += 1,
@@ -552,7 +581,8 @@ impl Scanner<'_> {
         (self.at > start && self.at < self.text.len()).then_some(())
     }
 
-    /// Steps over any value (nested ones by bracket depth).
+    /// Steps over any value (nested ones by bracket depth); the caller checks
+    /// that it is well formed.
     fn value(&mut self) -> Option<()> {
         match self.text.get(self.at)? {
             b'"' => self.string(),
@@ -617,6 +647,14 @@ mod tests {
             Some(json!(1))
         );
         assert_eq!(scan_id(br#"{"params":{"a":[1,2},"id":1}"#), None);
+        assert_eq!(scan_id(b"{\"params\":{\"a\":\xff},\"id\":1}"), None);
+        assert_eq!(scan_id(br#"{"params":"\ud800","id":1}"#), None);
+        let deep = format!(
+            r#"{{"params":{}{},"id":1}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        assert_eq!(scan_id(deep.as_bytes()), None);
         assert_eq!(scan_id(br#"{"id":null}"#), None);
         assert_eq!(scan_id(br#"{"id":{"a":1}}"#), None);
         assert_eq!(scan_id(br#"[{"id":1}]"#), None);
