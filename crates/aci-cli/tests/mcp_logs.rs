@@ -81,10 +81,4 @@ async fn trace_logs_carry_no_payload_and_no_url() {
         !stderr.contains("redis://"),
         "the store URL reached the logs:\n{stderr}"
     );
-    let port = store
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .trim_end_matches(|c: char| !c.is_ascii_digit());
-    assert!(!port.is_empty());
 }
