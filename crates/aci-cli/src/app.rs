@@ -143,6 +143,19 @@ impl App {
     }
 }
 
+/// What the default recovery age adds to the longest tool timeout: the time
+/// a finalization may still take after its call's timeout.
+pub(crate) const RECOVERY_MARGIN: Duration = Duration::from_secs(60);
+
+impl App {
+    /// The default age past which a PROJECTING record is abandoned by
+    /// recovery: the longest tool timeout plus [`RECOVERY_MARGIN`], so that
+    /// no call a live process still runs is that old.
+    pub(crate) fn recovery_age(&self) -> Duration {
+        self.boundary.longest_timeout() + RECOVERY_MARGIN
+    }
+}
+
 fn limits(config: &Config) -> Limits {
     let l = &config.limits;
     let d = Limits::default();

@@ -58,11 +58,17 @@ pub(crate) async fn run(command: Command) -> Result<ExitCode, CliError> {
                 }
             };
             let app = App::build(&config, store.store.as_deref()).await?;
-            let drain = config.serve.drain_secs.map_or_else(
-                || mcp::longest_tool_timeout(&app.boundary),
-                std::time::Duration::from_secs,
-            );
-            mcp::serve(app, run_id, drain).await?;
+            let options = mcp::ServeOptions {
+                drain: config.serve.drain_secs.map_or_else(
+                    || app.boundary.longest_timeout(),
+                    std::time::Duration::from_secs,
+                ),
+                recovery_age: config
+                    .serve
+                    .recover_older_than_secs
+                    .map_or_else(|| app.recovery_age(), std::time::Duration::from_secs),
+            };
+            mcp::serve(app, run_id, options).await?;
             Ok(ExitCode::SUCCESS)
         }
     }

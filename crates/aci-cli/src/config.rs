@@ -31,6 +31,8 @@
 //! [serve]
 //! drain_secs = 30            # at a stop, how long running calls may finish
 //!                            # (default: the longest tool timeout)
+//! recover_older_than_secs = 90  # at start, recover this run's PROJECTING records
+//!                            # older than this (default: longest tool timeout + 60)
 //!
 //! [knowledge]
 //! dir = "./runbooks"         # Markdown files; default: the bundled runbooks
@@ -116,6 +118,11 @@ pub(crate) struct ServeSection {
     /// At a stop, how long running calls may still finish before they are
     /// abandoned (default: the longest tool timeout).
     pub(crate) drain_secs: Option<u64>,
+    /// At start, this run's PROJECTING records older than this are finalized
+    /// `ERROR / EXECUTION_ABANDONED` (default: the longest tool timeout plus
+    /// a margin). Shorter is safe only when no other live process serves the
+    /// run.
+    pub(crate) recover_older_than_secs: Option<u64>,
 }
 
 /// `[knowledge]`.

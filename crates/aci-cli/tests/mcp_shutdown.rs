@@ -69,7 +69,8 @@ async fn sigterm_stops_taking_calls_drains_then_abandons() {
     wait_for_record(&run, &store, "call-slow").await;
 
     session.signal("TERM");
-    // A new request during the drain is refused at once, with its id.
+    wait_draining(&mut session).await;
+    // A new call during the drain is refused at once, with its id.
     session
         .send_call(
             &json!(3),
@@ -128,11 +129,7 @@ async fn a_second_signal_abandons_at_once() {
         .await;
     wait_for_record(&run, &store, "call-slow").await;
     session.signal("INT");
-    // The first signal was taken: the server is draining.
-    session
-        .send(&json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
-        .await;
-    assert_eq!(rpc_error(&session.response(&json!(2)).await), -32_000);
+    wait_draining(&mut session).await;
     session.signal("TERM");
     let abandoned = session.response(&json!(1)).await;
     assert_abandoned(&abandoned, "call-slow");
@@ -190,6 +187,24 @@ async fn a_call_that_ends_within_the_drain_keeps_its_own_result() {
     );
 }
 
+/// Waits until the server took the stop signal (signals arrive
+/// asynchronously): it then refuses requests while it drains.
+async fn wait_draining(session: &mut RawSession) {
+    for n in 1000.. {
+        let id = json!(format!("probe-{n}"));
+        session
+            .send(&json!({"jsonrpc": "2.0", "id": id, "method": "ping"}))
+            .await;
+        let reply = session.response(&id).await;
+        if reply.get("error").is_some() {
+            assert_eq!(rpc_error(&reply), -32_000, "{reply}");
+            return;
+        }
+        assert!(n < 2000, "the stop signal is taken");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// Waits until `tool_call_id` has a record in `run` (bounded by the hang guard).
 async fn wait_for_record(run: &str, store: &str, tool_call_id: &str) {
     tokio::time::timeout(support::HANG_GUARD, async {
@@ -206,4 +221,81 @@ async fn wait_for_record(run: &str, store: &str, tool_call_id: &str) {
     })
     .await
     .expect("the call's record appears");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_recovers_its_run_at_start() {
+    let silent = SilentServer::start().await;
+    let store = store_redis::testing::shared_url();
+    let run = format!("run-restart-{}", uuid_like());
+    let config = silent.config("restart", 60);
+    let args = [
+        "--config",
+        config.to_str().unwrap(),
+        "--store",
+        store.as_str(),
+        "--run-id",
+        run.as_str(),
+    ];
+    let mut killed = RawSession::start(&args).await;
+    killed
+        .send_call(
+            &json!(1),
+            "query_mysql",
+            Some(mysql_arguments()),
+            Some(json!({"aci/tool_call_id": "call-orphan"})),
+        )
+        .await;
+    wait_for_record(&run, &store, "call-orphan").await;
+    killed.signal("KILL");
+    let (status, _, _) = killed.finish().await;
+    assert!(!status.success());
+    let records = inspect(&run, &store).await;
+    assert_eq!(record(&records, "call-orphan")["status"], "PROJECTING");
+
+    // With the default recovery age (a minute past the longest timeout) the
+    // young orphan is left alone: a live process might still finish it.
+    let young = RawSession::start(&args).await;
+    let (status, _, _) = young.close().await;
+    assert!(status.success());
+    assert_eq!(
+        record(&inspect(&run, &store).await, "call-orphan")["status"],
+        "PROJECTING"
+    );
+
+    // Past the recovery age, the next server of the run finalizes it at start.
+    let eager = config_file(
+        "restart-eager",
+        &format!(
+            "{}\n[serve]\nrecover_older_than_secs = 0\n",
+            std::fs::read_to_string(&config)
+                .unwrap()
+                .replace("[serve]\ndrain_secs = 60\n", "")
+        ),
+    );
+    let mut restarted = RawSession::start(&[
+        "--config",
+        eager.to_str().unwrap(),
+        "--store",
+        &store,
+        "--run-id",
+        &run,
+    ])
+    .await;
+    let records = inspect(&run, &store).await;
+    let orphan = record(&records, "call-orphan");
+    assert_eq!(orphan["status"], "ERROR", "{orphan}");
+    assert_eq!(orphan["error_code"], "EXECUTION_ABANDONED", "{orphan}");
+    // Never re-executed: a retry is a duplicate.
+    let again = restarted
+        .call(
+            &json!(1),
+            "query_mysql",
+            mysql_arguments(),
+            Some(json!({"aci/tool_call_id": "call-orphan"})),
+        )
+        .await;
+    assert_eq!(again["error_code"], "DUPLICATE_TOOL_CALL", "{again}");
+    let (status, _, _) = restarted.close().await;
+    assert!(status.success());
 }

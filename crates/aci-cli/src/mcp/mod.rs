@@ -115,15 +115,31 @@ use self::stdin::ThreadStdin;
 use crate::app::App;
 use crate::error::CliError;
 
+/// How long the store may take to accept the finalizations of abandoned
+/// calls at a stop (they keep retrying while it is unreachable).
+const FINALIZE_GRACE: Duration = Duration::from_secs(30);
+
 /// How long the last responses may take to reach stdout after the session
 /// ended (a client that stopped reading must not hold the process).
 const FLUSH_GRACE: Duration = Duration::from_secs(5);
 
+/// How `aci serve` stops and starts (from `[serve]`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ServeOptions {
+    /// At a stop, how long running calls may still finish.
+    pub(crate) drain: Duration,
+    /// At start, the age past which this run's PROJECTING records are
+    /// recovered.
+    pub(crate) recovery_age: Duration,
+}
+
 /// Serves the boundary's tools over MCP on stdin/stdout until the client
 /// disconnects or the process is asked to stop, then drains (see the module
 /// docs).
-pub(crate) async fn serve(app: App, run_id: RunId, drain: Duration) -> Result<(), CliError> {
+pub(crate) async fn serve(app: App, run_id: RunId, options: ServeOptions) -> Result<(), CliError> {
     let app = Arc::new(app);
+    recover_own_run(&app, &run_id, options.recovery_age).await;
+    let drain = options.drain;
     let gate = CallGate::new();
     let session = McpSession::stdio();
     tracing::info!(session = session.as_str(), "MCP session");
@@ -177,6 +193,21 @@ pub(crate) async fn serve(app: App, run_id: RunId, drain: Duration) -> Result<()
     }
 }
 
+/// Finalizes the records of `run_id` that a killed process left PROJECTING
+/// (older than the recovery age, so no live process still runs them).
+/// A failure is logged, never fatal: the server still serves.
+async fn recover_own_run(app: &App, run_id: &RunId, age: Duration) {
+    match app.boundary.journal().recover_run(run_id, age).await {
+        Ok(recovered) if recovered.is_empty() => {}
+        Ok(recovered) => tracing::warn!(
+            records = recovered.len(),
+            older_than_secs = age.as_secs(),
+            "recovered records of this run left PROJECTING: now ERROR / EXECUTION_ABANDONED"
+        ),
+        Err(error) => tracing::warn!(code = error.code(), "recovering this run failed"),
+    }
+}
+
 /// The stop sequence: no new calls; running calls get up to `drain` (a stop
 /// request cuts it short); then what still runs is abandoned and its
 /// finalizations are awaited; then the transport ends the session.
@@ -204,25 +235,19 @@ async fn stop(app: &App, gate: &CallGate, signals: &mut Signals, drain: Duration
     // the boundary, which `drain_abandoned` waits for.
     gate.idle().await;
     tokio::select! {
-        // MERGE: app.boundary.drain_abandoned() once main has it.
-        () = std::future::ready(()) => { let _ = app; }
+        settled = tokio::time::timeout(FINALIZE_GRACE, app.boundary.drain_abandoned()) => {
+            if settled.is_err() {
+                tracing::warn!(
+                    pending = app.boundary.pending_settlements(),
+                    "the store did not take every finalization in time; `aci recover` finishes them"
+                );
+            }
+        }
         () = signals.requested() => {
             tracing::warn!("stop requested again; not waiting for finalizations");
         }
     }
     gate.advance(Phase::Finished);
-}
-
-/// The longest execution timeout of any of the boundary's tools: the default
-/// drain time.
-pub(crate) fn longest_tool_timeout(boundary: &invocation_core::ToolBoundary) -> Duration {
-    boundary
-        .tool_names()
-        .into_iter()
-        .filter_map(|name| boundary.limits_for(name))
-        .map(|limits| limits.timeout)
-        .max()
-        .unwrap_or(boundary.limits().timeout)
 }
 
 /// How a failed handshake ends the command: a client that leaves (or a stop
