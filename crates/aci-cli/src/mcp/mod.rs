@@ -90,9 +90,9 @@
 //! SIGTERM, in three steps (see [`shutdown`]): it stops taking calls (new
 //! requests get `-32000`), lets running calls finish for up to
 //! `[serve] drain_secs` (default: the longest tool timeout), then abandons
-//! what still runs (each record becomes `ERROR / EXECUTION_ABANDONED`, and the
-//! client gets that error result), and exits (status 0) only after those
-//! finalizations were sent. A second signal abandons at once. stdin is read
+//! what still runs (each record becomes `ERROR / EXECUTION_ABANDONED`, a
+//! running MySQL statement is killed, and the client gets that error result),
+//! and exits (status 0) only after those finalizations and kills were sent. A second signal abandons at once. stdin is read
 //! on a dedicated thread so that stopping never waits for a pending terminal
 //! read.
 
@@ -234,8 +234,17 @@ async fn stop(app: &App, gate: &CallGate, signals: &mut Signals, drain: Duration
     // Handlers give up at once; each dropped call hands its finalization to
     // the boundary, which `drain_abandoned` waits for.
     gate.idle().await;
+    // The records and the statements of abandoned calls: both are settled
+    // on tasks of their own, which a process exit would cancel.
+    let settle = async {
+        let (settled, _) = tokio::join!(
+            tokio::time::timeout(FINALIZE_GRACE, app.boundary.drain_abandoned()),
+            tokio::time::timeout(FINALIZE_GRACE, projectors_mysql::drain_kills()),
+        );
+        settled
+    };
     tokio::select! {
-        settled = tokio::time::timeout(FINALIZE_GRACE, app.boundary.drain_abandoned()) => {
+        settled = settle => {
             if settled.is_err() {
                 tracing::warn!(
                     pending = app.boundary.pending_settlements(),
