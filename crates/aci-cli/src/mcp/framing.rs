@@ -242,28 +242,25 @@ impl<R: AsyncRead + Unpin + Send> LineTransport<R> {
         } else {
             None
         };
-        let mut message =
-            match serde_json::from_value::<ClientJsonRpcMessage>(Value::Object(object.clone())) {
-                // rmcp reads a known method with params that do not fit it as
-                // a custom request (and would answer "method not found").
-                Ok(JsonRpcMessage::Request(request))
-                    if matches!(&request.request, ClientRequest::CustomRequest(custom)
+        let mut message = match serde_json::from_value::<ClientJsonRpcMessage>(Value::Object(
+            std::mem::take(object),
+        )) {
+            // rmcp reads a known method with params that do not fit it as
+            // a custom request (and would answer "method not found").
+            Ok(JsonRpcMessage::Request(request))
+                if matches!(&request.request, ClientRequest::CustomRequest(custom)
                         if TYPED_METHODS.contains(&custom.method.as_str())) =>
-                {
-                    return Handled::Reply(error_line(Some(id), INVALID_PARAMS, "Invalid params"));
-                }
-                Ok(message) => message,
-                Err(_) if envelope_ok => {
-                    return Handled::Reply(error_line(Some(id), INVALID_PARAMS, "Invalid params"));
-                }
-                Err(_) => {
-                    return Handled::Reply(error_line(
-                        Some(id),
-                        INVALID_REQUEST,
-                        "Invalid Request",
-                    ));
-                }
-            };
+            {
+                return Handled::Reply(error_line(Some(id), INVALID_PARAMS, "Invalid params"));
+            }
+            Ok(message) => message,
+            Err(_) if envelope_ok => {
+                return Handled::Reply(error_line(Some(id), INVALID_PARAMS, "Invalid params"));
+            }
+            Err(_) => {
+                return Handled::Reply(error_line(Some(id), INVALID_REQUEST, "Invalid Request"));
+            }
+        };
         if !self.in_flight().insert(id.to_string()) {
             return Handled::Reply(error_line(
                 Some(id),
