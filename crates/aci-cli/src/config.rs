@@ -32,7 +32,7 @@
 //! drain_secs = 30            # at a stop, how long running calls may finish
 //!                            # (default: the longest tool timeout)
 //! recover_older_than_secs = 90  # at start, recover this run's PROJECTING records
-//!                            # older than this (default: longest tool timeout + 60)
+//!                            # older than this (default: longest tool timeout + 30)
 //!
 //! [knowledge]
 //! dir = "./runbooks"         # Markdown files; default: the bundled runbooks

@@ -253,7 +253,7 @@ async fn a_server_recovers_its_run_at_start() {
     let records = inspect(&run, &store).await;
     assert_eq!(record(&records, "call-orphan")["status"], "PROJECTING");
 
-    // With the default recovery age (a minute past the longest timeout) the
+    // With the default recovery age (30 s past the longest timeout) the
     // young orphan is left alone: a live process might still finish it.
     let young = RawSession::start(&args).await;
     let (status, _, _) = young.close().await;
