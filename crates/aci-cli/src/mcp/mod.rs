@@ -101,6 +101,14 @@ pub(crate) mod server;
 pub(crate) mod shutdown;
 pub(crate) mod stdin;
 
+#[allow(
+    unused_imports,
+    reason = "the paths the HTTP transport (src/http/) imports from"
+)]
+pub(crate) use self::server::{
+    META_RUN_ID, META_TOOL_CALL_ID, mcp_tools, meta_text, observation_result, server_config,
+};
+
 use std::sync::Arc;
 use std::time::Duration;
 
