@@ -114,14 +114,13 @@ async fn three_tools_through_the_port(store: Arc<dyn InvocationStore>) {
     );
 
     // The callback saw each call's control view, READY with a fingerprint.
-    let controls = controls.lock().unwrap();
+    let controls = controls.lock().unwrap().clone();
     assert_eq!(controls.len(), 3);
-    for view in controls.iter() {
+    for view in &controls {
         assert_eq!(view.status, InvocationStatus::Ready);
         assert_eq!(view.run_id.as_str(), port.run().run_id.as_str());
         assert!(view.scope_fingerprint.is_some());
     }
-    drop(controls);
     assert_eq!(records(&port).await, 3);
 }
 
