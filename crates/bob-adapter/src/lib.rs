@@ -9,6 +9,43 @@
 //!   [`InvocationStore`](invocation_core::InvocationStore) (memory, Redis,
 //!   Redis Cluster: the store is the user's choice; this crate depends on none).
 //!
+//! # Example
+//!
+//! ```
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use bob_adapter::{BoundaryToolPort, StoreToolJournal};
+//! use bob_core::{JournalEntry, ToolCall, ToolJournalPort, ToolPort};
+//! use invocation_core::ToolBoundary;
+//! use projectors_logs::{MockLogSource, query_logs_tool};
+//! use store_memory::MemoryStore;
+//!
+//! let boundary = ToolBoundary::builder(Arc::new(MemoryStore::new()))
+//!     .tool(query_logs_tool(MockLogSource::new()))
+//!     .build()?;
+//! let tools = BoundaryToolPort::new(boundary.clone(), &"incident-42".to_owned())?;
+//! let args = serde_json::json!({"topic": "APPLICATION", "query": "timeout"});
+//! let call = ToolCall::new("query_logs", args.clone()).with_call_id("toolu_01");
+//!
+//! let outcome = tools.call(call.clone()).await; // bob's result and the control view
+//! assert!(!outcome.result.is_error);
+//! assert_eq!(outcome.result.output["tool_call_id"], "toolu_01");
+//! assert_eq!(outcome.control.run_id.as_str(), "incident-42");
+//! // What bob's scheduler gets through the port:
+//! let again = tools.call_tool(call).await?; // the same id again: recorded, not re-run
+//! assert_eq!(again.output, outcome.result.output);
+//! let no_id = tools.call_tool(ToolCall::new("query_logs", args.clone())).await?;
+//! assert_eq!(no_id.output["error_code"], "INVALID_TOOL_CALL_ID");
+//!
+//! // A journal for bob's scheduler, on the same store.
+//! let journal = StoreToolJournal::for_boundary(&boundary);
+//! let fingerprint = JournalEntry::fingerprint("query_logs", &args);
+//! assert!(journal.lookup(&"incident-42".to_owned(), &fingerprint).await?.is_none());
+//! # Ok(())
+//! # }
+//! # tokio::runtime::Runtime::new().unwrap().block_on(demo()).unwrap();
+//! ```
+//!
 //! # Sessions and runs
 //!
 //! A bob session is the run of the same id ([`run_id_for_session`]): validated,
