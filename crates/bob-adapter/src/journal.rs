@@ -31,7 +31,11 @@ const POLL_MAX: Duration = Duration::from_millis(50);
 /// Redis Cluster): durable, canonical, bounded and safe under concurrency.
 ///
 /// Each entry is one canonical invocation record of the session's run
-/// ([`run_id_for_session`]), under the id `bobj-<fingerprint>-<attempt>`.
+/// ([`run_id_for_session`]), under the id `bobj-<fingerprint>-<attempt>`
+/// (ids with that prefix are the journal's: the framework should not use
+/// them as call ids). Its scope fingerprint is domain-separated, so the
+/// boundary's same-scope replay never takes a journal entry for a READY
+/// record of its own.
 ///
 /// # Behavior
 /// - `append` records a finished call. The fingerprint is the canonical
@@ -426,8 +430,14 @@ impl StoreToolJournal {
         request_json: String,
     ) -> NewInvocation {
         let scope_json = canonical_json(arguments);
+        // The record's scope fingerprint is domain-separated from the
+        // boundary's (`bobj-` before the tool name): the store's scope index
+        // must never offer a journal entry to the boundary's same-scope replay
+        // (its result is bob's output, not the tool's bounded result). The
+        // journal finds its entries by id, not by this index.
+        let journal_scope = format!("{ENTRY_ID_PREFIX}{tool_name}");
         NewInvocation {
-            scope_fingerprint: ScopeFingerprint::of_canonical(tool_name, &scope_json),
+            scope_fingerprint: ScopeFingerprint::of_canonical(&journal_scope, &scope_json),
             key,
             tool_name: tool_name.to_owned(),
             request_json,

@@ -320,3 +320,49 @@ async fn other_tools_need_a_descriptor() {
     assert_eq!(listed[0].input_schema, schema);
     assert_eq!(listed[0].timeout_ms, Some(30_000));
 }
+
+/// The boundary's records and the journal's share a run but never a scope:
+/// a journal entry is not a READY record the boundary could replay from.
+async fn journal_entries_never_feed_boundary_replay(store: Arc<dyn InvocationStore>) {
+    use bob_core::{JournalEntry, ToolJournalPort};
+    let (boundary, counts) = boundary(store, None);
+    let s = session("mixed");
+    let journal = bob_adapter::StoreToolJournal::for_boundary(&boundary);
+    // Raw arguments equal to lookup_knowledge's normalized scope.
+    let args = json!({"query": "connection pool exhausted"});
+    journal
+        .append(JournalEntry {
+            session_id: s.clone(),
+            call_fingerprint: JournalEntry::fingerprint("lookup_knowledge", &args),
+            tool_name: "lookup_knowledge".to_owned(),
+            arguments: args.clone(),
+            result: json!({"evidence_status": "EVIDENCE_FOUND", "from": "bob"}),
+            is_error: false,
+            timestamp_ms: 0,
+        })
+        .await
+        .unwrap();
+    let port = BoundaryToolPort::new(boundary, &s).unwrap();
+    let outcome = port.call(call(Some("k1"), "lookup_knowledge", args)).await;
+    assert!(!outcome.result.is_error, "{}", outcome.result.output);
+    assert_eq!(outcome.control.replayed_from, None);
+    assert_eq!(outcome.control.duplicate_of, None);
+    assert_eq!(counts.knowledge(), 1);
+}
+
+mod mixed {
+    #[tokio::test(flavor = "multi_thread")]
+    async fn memory() {
+        super::journal_entries_never_feed_boundary_replay(std::sync::Arc::new(
+            super::MemoryStore::new(),
+        ))
+        .await;
+    }
+    #[tokio::test(flavor = "multi_thread")]
+    async fn redis() {
+        super::journal_entries_never_feed_boundary_replay(std::sync::Arc::new(
+            store_redis::testing::shared_store(),
+        ))
+        .await;
+    }
+}
