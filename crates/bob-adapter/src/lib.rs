@@ -54,7 +54,8 @@
 //! # How [`StoreToolJournal`] differs from bob's in-memory journal
 //!
 //! bob-core's journal module (0.2.2, unchanged in 0.3.2: same `JournalEntry`
-//! fields, same three `ToolJournalPort` methods, same `StoreError`) defines the
+//! fields, same three `ToolJournalPort` methods, same `StoreError`; `ToolPort`,
+//! `ToolCall`, `ToolResult` and `ToolDescriptor` are unchanged too) defines the
 //! port; bob's own in-memory journal implements it. Where its semantics are
 //! sound this journal keeps them (append, lookup by session and fingerprint,
 //! entries in order, `None` for an unknown session). Where they are not:

@@ -64,13 +64,20 @@ async fn entries_survive_the_process_that_wrote_them() {
     let url = store_redis::testing::shared_url();
     let prefix = store_redis::testing::unique_prefix();
     let session = support::session("proc");
-    let status = std::process::Command::new(std::env::current_exe().unwrap())
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["child_appends_when_asked", "--exact", "--quiet"])
         .env(CHILD_ENV, format!("{url} {prefix} {session}"))
         .env("REDIS_URL", &url)
-        .status()
+        .output()
         .unwrap();
-    assert!(status.success(), "the child process failed");
+    assert!(
+        child.status.success(),
+        "the child process failed:\n{}{}",
+        String::from_utf8_lossy(&child.stdout),
+        String::from_utf8_lossy(&child.stderr)
+    );
+    // The child ran the append, not an empty filter.
+    assert!(String::from_utf8_lossy(&child.stdout).contains("1 passed"));
 
     // This process never appended: the entry comes from the child's writes.
     let journal = journal_on(url, &prefix);
