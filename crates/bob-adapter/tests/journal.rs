@@ -1,6 +1,7 @@
 //! `StoreToolJournal` through bob-core's `ToolJournalPort`: the scenarios
 //! bob's in-memory journal passes (round trip, missing session, counts) and
-//! its flaws as regression tests, on the in-memory store and a real Redis.
+//! its flaws as regression tests, on the in-memory store, a real Redis and a
+//! real 3-node Redis Cluster.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -443,6 +444,17 @@ macro_rules! on_both_stores {
                 #[tokio::test(flavor = "multi_thread")]
                 async fn $scenario() {
                     super::$scenario(std::sync::Arc::new(store_redis::testing::shared_store())).await;
+                }
+            )*
+        }
+        mod cluster {
+            $(
+                #[tokio::test(flavor = "multi_thread")]
+                async fn $scenario() {
+                    super::$scenario(std::sync::Arc::new(
+                        store_redis::testing::shared_cluster_store(),
+                    ))
+                    .await;
                 }
             )*
         }
