@@ -366,3 +366,57 @@ mod mixed {
         .await;
     }
 }
+
+/// The port runs under the harness's run context, and a replay (a new call
+/// of a READY scope) is never a way around it: bob's journal replays before
+/// any check, the boundary replays only after the full preflight.
+async fn replay_does_not_skip_policy(store: Arc<dyn InvocationStore>) {
+    use invocation_core::RunContext;
+    let (boundary, counts) = boundary(store, None);
+    let s = session("policy");
+    let run = RunId::new(s.as_str()).unwrap();
+    let args = json!({"query": "connection pool exhausted"});
+    let open = BoundaryToolPort::with_run(
+        boundary.clone(),
+        RunContext::new(run.clone()).with_tool_budget("lookup_knowledge", 2),
+    );
+    let first = open
+        .call(call(Some("k1"), "lookup_knowledge", args.clone()))
+        .await;
+    assert!(!first.result.is_error);
+    // Same scope, new id: replayed through the boundary (lookup_knowledge is
+    // SameScope in these tests), counted against the budget, not executed.
+    let second = open
+        .call(call(Some("k2"), "lookup_knowledge", args.clone()))
+        .await;
+    assert_eq!(
+        second.control.replayed_from.as_ref().map(|id| id.as_str()),
+        Some("k1")
+    );
+    let third = open
+        .call(call(Some("k3"), "lookup_knowledge", args.clone()))
+        .await;
+    assert_eq!(third.result.output["error_code"], "TOOL_BUDGET_EXHAUSTED");
+    assert!(third.result.is_error);
+    // A run the harness stopped gets no replay either.
+    let closed = BoundaryToolPort::with_run(boundary, RunContext::new(run).inactive());
+    let refused = closed
+        .call(call(Some("k4"), "lookup_knowledge", args))
+        .await;
+    assert_eq!(refused.result.output["error_code"], "RUN_INACTIVE");
+    assert_eq!(counts.knowledge(), 1);
+}
+
+mod policy {
+    #[tokio::test(flavor = "multi_thread")]
+    async fn memory() {
+        super::replay_does_not_skip_policy(std::sync::Arc::new(super::MemoryStore::new())).await;
+    }
+    #[tokio::test(flavor = "multi_thread")]
+    async fn redis() {
+        super::replay_does_not_skip_policy(std::sync::Arc::new(
+            store_redis::testing::shared_store(),
+        ))
+        .await;
+    }
+}
