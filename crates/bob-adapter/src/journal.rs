@@ -229,6 +229,7 @@ impl StoreToolJournal {
         let mut steps = 0;
         let mut attempt = 0;
         let mut delay = POLL_START;
+        let started = tokio::time::Instant::now();
         while attempt < MAX_ATTEMPTS && steps < 4 * MAX_ATTEMPTS {
             let key = slot(&run, &parsed, attempt)?;
             let Some(record) = self.store.get(&key, RecordFields::All).await? else {
@@ -254,12 +255,16 @@ impl StoreToolJournal {
                     attempt += 1;
                 }
                 InvocationStatus::Projecting => {
+                    // The claim's age on the journal clock, and this wait on
+                    // the local one (a clock that stands still ends it too).
                     let age = invocation_core::clock::between(record.created_at, self.clock.now());
-                    if age >= self.claim_wait {
+                    let waited = started.elapsed();
+                    if age >= self.claim_wait || waited >= self.claim_wait {
                         // Abandoned claim: execute; the append finalizes it.
                         return Ok(None);
                     }
-                    tokio::time::sleep(delay.min(self.claim_wait - age)).await;
+                    let left = (self.claim_wait - age).min(self.claim_wait - waited);
+                    tokio::time::sleep(delay.min(left)).await;
                     delay = (delay * 2).min(POLL_MAX);
                 }
             }

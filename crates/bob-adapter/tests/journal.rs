@@ -525,3 +525,17 @@ async fn redis_entries_vanish_after_the_ttl() {
     assert!(journal.lookup(&s, &hex).await.unwrap().is_none());
     assert!(journal.entries(&s).await.unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn a_claim_wait_ends_even_when_the_journal_clock_stands_still() {
+    let clock = Arc::new(ManualClock::at_default_start());
+    let store = Arc::new(MemoryStore::with_clock(clock.clone()));
+    let journal = StoreToolJournal::new(store)
+        .with_clock(clock)
+        .claim_wait(Duration::from_millis(200));
+    let s = session("frozen");
+    let fp = JournalEntry::fingerprint("query_logs", &logs("timeout"));
+    assert!(journal.lookup(&s, &fp).await.unwrap().is_none());
+    let waited = tokio::time::timeout(Duration::from_secs(5), journal.lookup(&s, &fp)).await;
+    assert!(waited.expect("bounded by claim_wait").unwrap().is_none());
+}
