@@ -9,8 +9,8 @@ use bob_core::{JournalEntry, SessionId, ToolJournalPort};
 use invocation_core::fingerprint::canonical_json;
 use invocation_core::{
     Budgets, Clock, Finalization, InvocationKey, InvocationRecord, InvocationStore, Journal,
-    Limits, NewInvocation, ReadyEvidence, RecordFields, ScopeFingerprint, StoreError, SystemClock,
-    ToolBoundary,
+    Limits, NewInvocation, ReadyEvidence, RecordFields, RunContext, RunTerms, ScopeFingerprint,
+    StoreError, SystemClock, ToolBoundary,
 };
 use serde_json::Value;
 
@@ -79,6 +79,7 @@ pub struct StoreToolJournal {
     clock: Arc<dyn Clock>,
     limits: Limits,
     claim_wait: Duration,
+    run_terms: RunTerms,
 }
 
 impl fmt::Debug for StoreToolJournal {
@@ -87,6 +88,7 @@ impl fmt::Debug for StoreToolJournal {
             .field("store", &self.store)
             .field("limits", &self.limits)
             .field("claim_wait", &self.claim_wait)
+            .field("run_terms", &self.run_terms)
             .finish_non_exhaustive()
     }
 }
@@ -114,6 +116,7 @@ impl StoreToolJournal {
             clock: Arc::new(SystemClock),
             claim_wait: limits.timeout,
             limits,
+            run_terms: RunTerms::default(),
         }
     }
 
@@ -126,7 +129,30 @@ impl StoreToolJournal {
             clock: Arc::clone(boundary.clock()),
             claim_wait: limits.timeout,
             limits,
+            run_terms: RunTerms::default(),
         }
+    }
+
+    /// The run terms the journal's records present to the store (default:
+    /// none). The first create of a run fixes its owner and duration for every
+    /// later one, the boundary's included, so give the journal the terms of
+    /// the harness's [`RunContext`] for the session ([`for_run`](Self::for_run));
+    /// a journal without an owner is refused (`RUN_OWNED_BY_OTHER`) on a run
+    /// that has one, and vice versa.
+    #[must_use]
+    pub fn with_run_terms(mut self, terms: RunTerms) -> Self {
+        self.run_terms = terms;
+        self
+    }
+
+    /// [`with_run_terms`](Self::with_run_terms) from a run context: its
+    /// `max_duration` and `principal`.
+    #[must_use]
+    pub fn for_run(self, run: &RunContext) -> Self {
+        self.with_run_terms(RunTerms {
+            max_duration: run.max_duration,
+            owner: run.principal.clone(),
+        })
     }
 
     /// The clock for timestamps and claim ages.
@@ -451,6 +477,8 @@ impl StoreToolJournal {
             ttl: self.limits.record_ttl,
             budgets: Budgets::default(),
             claim_scope: false,
+            run: self.run_terms.clone(),
+            attempt: fastrand::u64(..),
         }
     }
 }

@@ -302,7 +302,7 @@ fn a_session_that_is_not_a_run_id_is_refused() {
 #[tokio::test]
 async fn other_tools_need_a_descriptor() {
     use invocation_core::ToolBoundary;
-    use invocation_core::conformance::fake::{FakeExecutor, fake_tool};
+    use invocation_core::testing::fake::{FakeExecutor, fake_tool};
     let boundary = ToolBoundary::builder(Arc::new(MemoryStore::new()))
         .tool(fake_tool("echo_facts", FakeExecutor::new()))
         .build()
@@ -415,6 +415,61 @@ mod policy {
     #[tokio::test(flavor = "multi_thread")]
     async fn redis() {
         super::replay_does_not_skip_policy(std::sync::Arc::new(
+            store_redis::testing::shared_store(),
+        ))
+        .await;
+    }
+}
+
+/// The store holds a run's owner, fixed by its first create: the journal must
+/// present the harness's terms for the session (`for_run`), or it is refused.
+async fn the_journal_shares_the_runs_owner(store: Arc<dyn InvocationStore>) {
+    use bob_core::{JournalEntry, ToolJournalPort};
+    use invocation_core::RunContext;
+    let (boundary, _) = boundary(store, None);
+    let s = session("owned");
+    let ctx = RunContext::new(RunId::new(s.as_str()).unwrap()).with_principal("alice");
+    let port = BoundaryToolPort::with_run(boundary.clone(), ctx.clone());
+    let first = port
+        .call(call(
+            Some("c1"),
+            "query_logs",
+            json!({"topic": "APPLICATION", "query": "timeout"}),
+        ))
+        .await;
+    assert!(!first.result.is_error, "{}", first.result.output);
+    let args = json!({"topic": "APPLICATION", "query": "oom"});
+    let entry = JournalEntry {
+        session_id: s.clone(),
+        call_fingerprint: JournalEntry::fingerprint("query_logs", &args),
+        tool_name: "query_logs".to_owned(),
+        arguments: args,
+        result: json!({"evidence_status": "EVIDENCE_FOUND"}),
+        is_error: false,
+        timestamp_ms: 0,
+    };
+    let anonymous = bob_adapter::StoreToolJournal::for_boundary(&boundary);
+    let Err(bob_core::StoreError::Other(error)) = anonymous.append(entry.clone()).await else {
+        panic!("a journal without the run's owner is refused");
+    };
+    assert_eq!(
+        error.downcast_ref::<Error>().unwrap().code(),
+        "RUN_OWNED_BY_OTHER"
+    );
+    let owned = bob_adapter::StoreToolJournal::for_boundary(&boundary).for_run(&ctx);
+    owned.append(entry).await.unwrap();
+    assert_eq!(owned.entries(&s).await.unwrap().len(), 1);
+}
+
+mod owner {
+    #[tokio::test(flavor = "multi_thread")]
+    async fn memory() {
+        super::the_journal_shares_the_runs_owner(std::sync::Arc::new(super::MemoryStore::new()))
+            .await;
+    }
+    #[tokio::test(flavor = "multi_thread")]
+    async fn redis() {
+        super::the_journal_shares_the_runs_owner(std::sync::Arc::new(
             store_redis::testing::shared_store(),
         ))
         .await;
