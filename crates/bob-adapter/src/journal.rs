@@ -60,6 +60,8 @@ const POLL_MAX: Duration = Duration::from_millis(50);
 ///   they were first claimed or appended; claims still in flight are left
 ///   out. Records the boundary itself made are read with
 ///   [`invocation_core::Journal`].
+/// - Records present [`with_run_terms`](Self::with_run_terms) to the store:
+///   the run's owner and duration, which its first create fixes.
 /// - Entries expire with the record TTL ([`Limits::record_ttl`]); no read
 ///   extends it. Size limits: arguments over `max_request_bytes`, a result over
 ///   `max_agent_result_bytes` (a failure's output over `max_raw_bytes`), or an
