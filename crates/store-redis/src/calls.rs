@@ -1,0 +1,329 @@
+//! The create and finalize script calls, built straight into one [`Cmd`].
+//!
+//! Every argument (keys, numbers, the fingerprint's hex, the record's
+//! field/value pairs) is written into the command's own buffer, sized up
+//! front: no intermediate `String` per argument, and each payload is copied
+//! exactly once before redis-rs packs the command for the socket.
+//!
+//! The argument order is the scripts' contract (see `scripts.rs`).
+
+use std::fmt::{self, Write as _};
+
+use aci_contracts::{EvidenceStatus, InvocationStatus};
+use invocation_core::{Finalization, InvocationKey, NewInvocation};
+use redis::{Cmd, RedisWrite};
+
+use crate::codec::STATUS;
+use crate::keys;
+use crate::scripts::LuaScript;
+
+/// How a script is named in the call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Invoke {
+    /// `EVALSHA <sha>`: the normal call.
+    Sha,
+    /// `EVAL <source>`: once, after the server answered `NOSCRIPT`.
+    Source,
+}
+
+fn head(script: &LuaScript, invoke: Invoke, args: usize, bytes: usize) -> Cmd {
+    let (command, text): (&[u8], &str) = match invoke {
+        Invoke::Sha => (b"EVALSHA", &script.sha),
+        Invoke::Source => (b"EVAL", script.source),
+    };
+    let mut cmd = Cmd::with_capacity(args + 3, bytes + text.len() + 16);
+    cmd.write_arg(command);
+    cmd.write_arg(text.as_bytes());
+    cmd
+}
+
+fn run_key(cmd: &mut Cmd, prefix: &str, key: &InvocationKey, suffix: &str) {
+    cmd.write_arg_fmt(keys::run(prefix, &key.run_id, suffix));
+}
+
+fn record_key(cmd: &mut Cmd, prefix: &str, key: &InvocationKey) {
+    cmd.write_arg_fmt(keys::record(prefix, &key.run_id, &key.tool_call_id));
+}
+
+fn pair(cmd: &mut Cmd, field: &str, value: &[u8]) {
+    cmd.write_arg(field.as_bytes());
+    cmd.write_arg(value);
+}
+
+/// Numbers are formatted straight into the command's buffer.
+fn number_pair(cmd: &mut Cmd, field: &str, value: impl fmt::Display) {
+    cmd.write_arg(field.as_bytes());
+    cmd.write_arg_fmt(value);
+}
+
+fn optional_number(cmd: &mut Cmd, value: Option<u32>) {
+    match value {
+        Some(value) => cmd.write_arg_fmt(value),
+        None => cmd.write_arg(b""),
+    }
+}
+
+/// The create call. KEYS: record, budget, index, scopes. ARGV: ttl ms, tool
+/// budget, run budget, tool counter field, tool call id, fingerprint hex,
+/// claim flag, then the new record's field/value pairs.
+pub(crate) fn create(
+    script: &LuaScript,
+    invoke: Invoke,
+    prefix: &str,
+    new: &NewInvocation,
+    ttl_millis: u64,
+) -> Cmd {
+    let key = &new.key;
+    let id = key.tool_call_id.as_str();
+    let payload = new.request_json.len() + new.scope_json.len();
+    let small = 4 * (prefix.len() + key.run_id.as_str().len() + 16) + 3 * id.len() + 256;
+    let mut cmd = head(script, invoke, 4 + 7 + 18, payload + small);
+    cmd.write_arg(b"4");
+    record_key(&mut cmd, prefix, key);
+    run_key(&mut cmd, prefix, key, keys::BUDGET);
+    run_key(&mut cmd, prefix, key, keys::INDEX);
+    run_key(&mut cmd, prefix, key, keys::SCOPES);
+    cmd.write_arg_fmt(ttl_millis);
+    optional_number(&mut cmd, new.budgets.tool);
+    optional_number(&mut cmd, new.budgets.run);
+    cmd.write_arg_fmt(format_args!("{}{}", keys::TOOL_COUNTER, new.tool_name));
+    cmd.write_arg(id.as_bytes());
+    let mut fingerprint = String::with_capacity(64);
+    let _ = write!(fingerprint, "{}", new.scope_fingerprint);
+    cmd.write_arg(fingerprint.as_bytes());
+    cmd.write_arg(if new.claim_scope { b"1" } else { b"0" });
+    // The new record (see `codec`).
+    pair(&mut cmd, "run_id", key.run_id.as_str().as_bytes());
+    pair(&mut cmd, "tool_call_id", id.as_bytes());
+    pair(&mut cmd, "tool_name", new.tool_name.as_bytes());
+    pair(
+        &mut cmd,
+        STATUS,
+        InvocationStatus::Projecting.as_str().as_bytes(),
+    );
+    pair(&mut cmd, "scope_fp", fingerprint.as_bytes());
+    number_pair(&mut cmd, "created_at", new.created_at.unix_millis());
+    number_pair(&mut cmd, "request_bytes", new.request_json.len());
+    pair(&mut cmd, "request", new.request_json.as_bytes());
+    pair(&mut cmd, "scope", new.scope_json.as_bytes());
+    cmd
+}
+
+/// The finalize call. KEYS: record, scopes. ARGV: new status, tool call id,
+/// then the outcome's field/value pairs.
+pub(crate) fn finalize(
+    script: &LuaScript,
+    invoke: Invoke,
+    prefix: &str,
+    key: &InvocationKey,
+    finalization: &Finalization,
+) -> Cmd {
+    let id = key.tool_call_id.as_str();
+    let payload = match finalization {
+        Finalization::Ready {
+            raw_json,
+            agent_result_json,
+            ..
+        } => raw_json.len() + agent_result_json.len(),
+        Finalization::Error { raw_json, .. } => raw_json.as_ref().map_or(0, String::len),
+    };
+    let small = 2 * (prefix.len() + key.run_id.as_str().len() + 16) + 3 * id.len() + 256;
+    let mut cmd = head(script, invoke, 2 + 2 + 16, payload + small);
+    cmd.write_arg(b"2");
+    record_key(&mut cmd, prefix, key);
+    run_key(&mut cmd, prefix, key, keys::SCOPES);
+    cmd.write_arg(finalization.status().as_str().as_bytes());
+    cmd.write_arg(id.as_bytes());
+    // The outcome (see `codec`).
+    match finalization {
+        Finalization::Ready {
+            evidence,
+            raw_json,
+            agent_result_json,
+            replayed_from,
+            finished_at,
+        } => {
+            pair(&mut cmd, STATUS, InvocationStatus::Ready.as_str().as_bytes());
+            pair(
+                &mut cmd,
+                "evidence_status",
+                evidence.status().as_str().as_bytes(),
+            );
+            number_pair(&mut cmd, "finished_at", finished_at.unix_millis());
+            number_pair(&mut cmd, "raw_bytes", raw_json.len());
+            number_pair(&mut cmd, "result_bytes", agent_result_json.len());
+            pair(&mut cmd, "raw", raw_json.as_bytes());
+            pair(&mut cmd, "result", agent_result_json.as_bytes());
+            if let Some(source) = replayed_from {
+                pair(&mut cmd, "replayed_from", source.as_str().as_bytes());
+            }
+        }
+        Finalization::Error {
+            error_code,
+            raw_json,
+            finished_at,
+        } => {
+            pair(&mut cmd, STATUS, InvocationStatus::Error.as_str().as_bytes());
+            pair(
+                &mut cmd,
+                "evidence_status",
+                EvidenceStatus::Error.as_str().as_bytes(),
+            );
+            pair(&mut cmd, "error_code", error_code.as_str().as_bytes());
+            number_pair(&mut cmd, "finished_at", finished_at.unix_millis());
+            if let Some(raw) = raw_json {
+                number_pair(&mut cmd, "raw_bytes", raw.len());
+                pair(&mut cmd, "raw", raw.as_bytes());
+            }
+        }
+    }
+    cmd
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::time::Duration;
+
+    use aci_contracts::{ErrorCode, RunId, Timestamp, ToolCallId};
+    use invocation_core::{Budgets, ReadyEvidence, ScopeFingerprint};
+    use redis::Arg;
+
+    use super::*;
+    use crate::scripts::{CREATE, FINALIZE};
+
+    fn words(cmd: &Cmd) -> Vec<String> {
+        cmd.args_iter()
+            .map(|arg| match arg {
+                Arg::Simple(bytes) => String::from_utf8(bytes.to_vec()).unwrap(),
+                _ => panic!("no cursor in a script call"),
+            })
+            .collect()
+    }
+
+    fn key() -> InvocationKey {
+        InvocationKey::new(RunId::new("r1").unwrap(), ToolCallId::new("c1").unwrap())
+    }
+
+    #[test]
+    fn create_follows_the_script_contract() {
+        let scope = serde_json::json!({"q": "x"});
+        let fingerprint = ScopeFingerprint::of("t", &scope);
+        let new = NewInvocation {
+            key: key(),
+            tool_name: "t".to_owned(),
+            request_json: r#"{"q":"x"}"#.to_owned(),
+            scope_json: r#"{"q":"x"}"#.to_owned(),
+            scope_fingerprint: fingerprint,
+            created_at: Timestamp::from_unix_millis(1700),
+            ttl: Duration::from_secs(1),
+            budgets: Budgets {
+                run: Some(5),
+                tool: None,
+            },
+            claim_scope: true,
+        };
+        let fp = fingerprint.to_hex();
+        let expected: Vec<String> = [
+            "EVALSHA",
+            CREATE.sha.as_str(),
+            "4",
+            "p:{r1}:inv:c1",
+            "p:{r1}:budget",
+            "p:{r1}:index",
+            "p:{r1}:scopes",
+            "1000",
+            "",
+            "5",
+            "tool:t",
+            "c1",
+            &fp,
+            "1",
+            "run_id",
+            "r1",
+            "tool_call_id",
+            "c1",
+            "tool_name",
+            "t",
+            "status",
+            "PROJECTING",
+            "scope_fp",
+            &fp,
+            "created_at",
+            "1700",
+            "request_bytes",
+            "9",
+            "request",
+            r#"{"q":"x"}"#,
+            "scope",
+            r#"{"q":"x"}"#,
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        assert_eq!(words(&create(&CREATE, Invoke::Sha, "p", &new, 1000)), expected);
+        let eval = words(&create(&CREATE, Invoke::Source, "p", &new, 1000));
+        assert_eq!(eval[0], "EVAL");
+        assert_eq!(eval[1], CREATE.source);
+        assert_eq!(eval[2..], expected[2..]);
+    }
+
+    #[test]
+    fn finalize_follows_the_script_contract() {
+        let ready = Finalization::Ready {
+            evidence: ReadyEvidence::Found,
+            raw_json: "RAW".to_owned(),
+            agent_result_json: "RES".to_owned(),
+            replayed_from: Some(ToolCallId::new("c0").unwrap()),
+            finished_at: Timestamp::from_unix_millis(42),
+        };
+        assert_eq!(
+            words(&finalize(&FINALIZE, Invoke::Sha, "p", &key(), &ready)),
+            [
+                "EVALSHA",
+                FINALIZE.sha.as_str(),
+                "2",
+                "p:{r1}:inv:c1",
+                "p:{r1}:scopes",
+                "READY",
+                "c1",
+                "status",
+                "READY",
+                "evidence_status",
+                "EVIDENCE_FOUND",
+                "finished_at",
+                "42",
+                "raw_bytes",
+                "3",
+                "result_bytes",
+                "3",
+                "raw",
+                "RAW",
+                "result",
+                "RES",
+                "replayed_from",
+                "c0",
+            ]
+        );
+        let error = Finalization::Error {
+            error_code: ErrorCode::ExecutionTimeout,
+            raw_json: None,
+            finished_at: Timestamp::from_unix_millis(43),
+        };
+        assert_eq!(
+            words(&finalize(&FINALIZE, Invoke::Sha, "p", &key(), &error))[5..],
+            [
+                "ERROR",
+                "c1",
+                "status",
+                "ERROR",
+                "evidence_status",
+                "ERROR",
+                "error_code",
+                "EXECUTION_TIMEOUT",
+                "finished_at",
+                "43",
+            ]
+        );
+    }
+}
