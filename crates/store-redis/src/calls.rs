@@ -143,7 +143,11 @@ pub(crate) fn finalize(
             replayed_from,
             finished_at,
         } => {
-            pair(&mut cmd, STATUS, InvocationStatus::Ready.as_str().as_bytes());
+            pair(
+                &mut cmd,
+                STATUS,
+                InvocationStatus::Ready.as_str().as_bytes(),
+            );
             pair(
                 &mut cmd,
                 "evidence_status",
@@ -163,7 +167,11 @@ pub(crate) fn finalize(
             raw_json,
             finished_at,
         } => {
-            pair(&mut cmd, STATUS, InvocationStatus::Error.as_str().as_bytes());
+            pair(
+                &mut cmd,
+                STATUS,
+                InvocationStatus::Error.as_str().as_bytes(),
+            );
             pair(
                 &mut cmd,
                 "evidence_status",
@@ -261,7 +269,10 @@ mod tests {
         ]
         .map(str::to_owned)
         .to_vec();
-        assert_eq!(words(&create(&CREATE, Invoke::Sha, "p", &new, 1000)), expected);
+        assert_eq!(
+            words(&create(&CREATE, Invoke::Sha, "p", &new, 1000)),
+            expected
+        );
         let eval = words(&create(&CREATE, Invoke::Source, "p", &new, 1000));
         assert_eq!(eval[0], "EVAL");
         assert_eq!(eval[1], CREATE.source);

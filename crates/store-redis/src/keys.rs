@@ -87,9 +87,7 @@ enum Rest<'a> {
 
 impl fmt::Display for Key<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Self {
-            prefix, run_id, ..
-        } = self;
+        let Self { prefix, run_id, .. } = self;
         match self.rest {
             Rest::Record(id) => write!(f, "{prefix}:{{{run_id}}}:inv:{id}"),
             Rest::Run(suffix) => write!(f, "{prefix}:{{{run_id}}}:{suffix}"),
@@ -124,7 +122,12 @@ mod tests {
         assert_eq!(record, "aci:{run-1:a}:inv:call_9");
         let budget = run("aci", &run_id, BUDGET).to_string();
         assert_eq!(budget, "aci:{run-1:a}:budget");
-        for key in [&record, &budget, &keys.index(&run_id), &keys.scopes(&run_id)] {
+        for key in [
+            &record,
+            &budget,
+            &keys.index(&run_id),
+            &keys.scopes(&run_id),
+        ] {
             let tag = &key[key.find('{').unwrap() + 1..key.find('}').unwrap()];
             assert_eq!(tag, "run-1:a");
         }

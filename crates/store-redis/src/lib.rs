@@ -131,10 +131,10 @@ pub use config::{
 };
 pub use error::{ConfigProblem, Failure, RedisStoreError, Result};
 
+use calls::Invoke;
 use codec::corrupt;
 use config::Nodes;
 use keys::Keys;
-use calls::Invoke;
 use pool::{Link, Pool, Target};
 use scripts::{CREATE, FINALIZE};
 
@@ -349,9 +349,7 @@ impl Inner {
     /// strings, as it came.
     async fn eval(&self, operation: &'static str, build: impl Fn(Invoke) -> Cmd) -> Result<Value> {
         self.with_conn(operation, async |link: &mut Link| {
-            let first = build(Invoke::Sha)
-                .query_async::<Value>(&mut *link)
-                .await;
+            let first = build(Invoke::Sha).query_async::<Value>(&mut *link).await;
             match first {
                 Err(error) if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                     tracing::debug!(

@@ -175,8 +175,7 @@ impl Pool {
     fn usable(&self, slot: &Slot) -> Option<Conn> {
         let live = lock(&slot.live);
         let live = live.as_ref()?;
-        if live.broken.load(Ordering::Acquire) || live.epoch != self.epoch.load(Ordering::Acquire)
-        {
+        if live.broken.load(Ordering::Acquire) || live.epoch != self.epoch.load(Ordering::Acquire) {
             return None;
         }
         Some(Conn {

@@ -61,7 +61,11 @@ pub fn create_call(prefix: &str, new: &NewInvocation) -> Vec<Vec<u8>> {
 /// The `EVALSHA` command, word by word, that a store with key prefix
 /// `prefix` sends to finalize `key` with `finalization`.
 #[must_use]
-pub fn finalize_call(prefix: &str, key: &InvocationKey, finalization: &Finalization) -> Vec<Vec<u8>> {
+pub fn finalize_call(
+    prefix: &str,
+    key: &InvocationKey,
+    finalization: &Finalization,
+) -> Vec<Vec<u8>> {
     argv(&calls::finalize(
         &FINALIZE,
         Invoke::Sha,
