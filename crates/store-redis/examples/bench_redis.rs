@@ -54,8 +54,14 @@ type Outcome<T> = Result<T, Box<dyn Error>>;
 
 const TOOL: &str = "bench_lookup";
 const PAYLOAD_BYTES: usize = 1024;
-/// Multiplexed connections per store (the default).
-const POOL_SIZE: usize = store_redis::DEFAULT_POOL_SIZE;
+/// Multiplexed connections per store: the default, or
+/// `ACI_BENCH_POOL_SIZE` to compare sizes.
+fn pool_size() -> usize {
+    std::env::var("ACI_BENCH_POOL_SIZE")
+        .ok()
+        .and_then(|size| size.parse().ok())
+        .unwrap_or(store_redis::DEFAULT_POOL_SIZE)
+}
 /// Run and tool budgets: checked by every create, never reached.
 const BUDGET: u32 = 1_000_000_000;
 const ROUND_TRIP_SAMPLE: usize = 200;
@@ -64,9 +70,9 @@ const MEMORY_SAMPLE: usize = 1000;
 /// machine load; rates are total invocations over total time per mode.
 const CHUNKS: usize = 8;
 /// (in flight, invocations per chunk).
-const LEVELS: [(usize, usize); 4] = [(1, 300), (16, 1600), (64, 3200), (256, 4096)];
-/// (redis-benchmark clients, requests per script).
-const ANCHOR_LEVELS: [(usize, usize); 3] = [(1, 3000), (16, 8000), (64, 8000)];
+const LEVELS: [(usize, usize); 4] = [(1, 250), (16, 1200), (64, 2560), (256, 4096)];
+/// In-flight levels with a redis-benchmark anchor (as many clients).
+const ANCHOR_LEVELS: [usize; 3] = [1, 16, 64];
 /// Finalize draws a random record among this many times its request count,
 /// so few draws hit a record already finalized (the share is printed).
 const FINALIZE_SPREAD: usize = 16;
@@ -196,7 +202,7 @@ struct Rig {
 
 impl Rig {
     fn new(config: RedisConfig, payload: &Arc<str>) -> Outcome<Self> {
-        let store = RedisStore::new(config.pool_size(POOL_SIZE))?;
+        let store = RedisStore::new(config.pool_size(pool_size()))?;
         let boundary = ToolBoundary::builder(Arc::new(store.clone()))
             .tool(
                 ToolSpec::new(
@@ -246,8 +252,9 @@ async fn bench() -> Outcome<()> {
     });
 
     println!(
-        "redis bench: redis-server {} on 127.0.0.1, {POOL_SIZE} multiplexed connections per store, raw payload {PAYLOAD_BYTES} B, {} CPUs",
+        "redis bench: redis-server {} on 127.0.0.1, {} multiplexed connections per store, raw payload {PAYLOAD_BYTES} B, {} CPUs",
         admin.server_version().await?,
+        pool_size(),
         std::thread::available_parallelism().map_or(0, usize::from),
     );
 
@@ -258,46 +265,58 @@ async fn bench() -> Outcome<()> {
     round_trips_and_memory(&mut admin, &server, &rig, &prebuilt, &request_json).await?;
     let round_trips = measured_round_trips(&mut admin, &server, &rig, &request_json).await?;
 
-    // Throughput: boundary vs bare scripts, in alternating chunks.
-    let mut boundary_rates = Vec::new();
+    // Throughput: the boundary, the bare scripts and redis-benchmark, in
+    // alternating chunks so all three see the same machine load.
+    let mut anchor = Anchor::prepare(&server, &rig.store, &prebuilt).await?;
     let mut ratios = Vec::new();
-    for (in_flight, chunk) in LEVELS {
-        let (mut boundary_time, mut baseline_time) = (Duration::ZERO, Duration::ZERO);
-        let mut count = 0;
-        for _ in 0..CHUNKS {
-            baseline_time += run_baseline(&rig.store, &prebuilt, in_flight, chunk).await?;
-            boundary_time +=
-                run_boundary(&rig.boundary, &request_json, in_flight, chunk, false).await?;
-            count += chunk / in_flight * in_flight;
-        }
-        let boundary_rate = rate(count, boundary_time);
-        let baseline_rate = rate(count, baseline_time);
-        let ratio = boundary_rate / baseline_rate;
-        println!(
-            "in flight {in_flight:>3}: boundary {boundary_rate:>7.0} inv/s, bare create + finalize scripts {baseline_rate:>7.0} inv/s, ratio {ratio:.2} ({count} invocations each, {CHUNKS} alternating chunks)"
-        );
-        boundary_rates.push((in_flight, boundary_rate));
-        ratios.push((in_flight, ratio));
-    }
-
-    // The physical anchor.
-    let anchors = anchor(&server, &mut admin, &rig.store, &prebuilt).await?;
     let mut anchor_ratios = Vec::new();
-    for anchor in &anchors {
-        let boundary_rate = boundary_rates
-            .iter()
-            .find(|(in_flight, _)| *in_flight == anchor.clients)
-            .map_or(f64::NAN, |(_, rate)| *rate);
-        let ratio = boundary_rate / anchor.pair_rate();
+    for (in_flight, chunk) in LEVELS {
+        let anchored = ANCHOR_LEVELS.contains(&in_flight);
+        let level = if anchored {
+            Some(anchor.level(in_flight, chunk).await?)
+        } else {
+            None
+        };
+        let mut boundary = Meter::default();
+        let mut baseline = Meter::default();
+        let mut benchmark = RedisBenchmarkMeter::default();
+        for _ in 0..CHUNKS {
+            let cpu = Cpu::now(&server).await?;
+            let time = run_baseline(&rig.store, &prebuilt, in_flight, chunk).await?;
+            baseline.add(chunk, time, cpu.since(&server).await?);
+            let cpu = Cpu::now(&server).await?;
+            let time = run_boundary(&rig.boundary, &request_json, in_flight, chunk, false).await?;
+            boundary.add(chunk, time, cpu.since(&server).await?);
+            if let Some(level) = &level {
+                benchmark.add(&anchor.run(level, chunk, &server).await?);
+            }
+        }
+        let ratio = boundary.rate() / baseline.rate();
         println!(
-            "redis-benchmark {:>2} clients: EVALSHA create {:>7.0}/s, finalize {:>7.0}/s ({:.1}% of finalize draws hit a finalized record), pairs {:>7.0}/s; boundary / redis-benchmark {ratio:.2}",
-            anchor.clients,
-            anchor.create_rate,
-            anchor.finalize_rate,
-            anchor.repeat_share * 100.0,
-            anchor.pair_rate(),
+            "in flight {in_flight:>3}: boundary {:>7.0} inv/s, bare create + finalize scripts {:>7.0} inv/s, ratio {ratio:.2} ({} invocations each, {CHUNKS} alternating chunks)",
+            boundary.rate(),
+            baseline.rate(),
+            boundary.count,
         );
-        anchor_ratios.push((anchor.clients, ratio));
+        println!(
+            "  CPU per invocation, client / server: boundary {}, bare scripts {}",
+            boundary.cpu(),
+            baseline.cpu(),
+        );
+        ratios.push((in_flight, ratio));
+        if anchored {
+            let anchor_ratio = boundary.rate() / benchmark.pair_rate();
+            println!(
+                "  redis-benchmark, {in_flight} clients, same script calls: create {:>7.0}/s, finalize {:>7.0}/s ({:.1}% of finalize draws hit a finalized record), pairs {:>7.0}/s, server CPU per pair {:.1} us; boundary / redis-benchmark {anchor_ratio:.2}",
+                benchmark.create_rate(),
+                benchmark.finalize_rate(),
+                benchmark.repeat_share() * 100.0,
+                benchmark.pair_rate(),
+                benchmark.server_us_per_pair(),
+            );
+            anchor_ratios.push((in_flight, anchor_ratio));
+        }
+        anchor.flush().await?;
     }
 
     let cluster_ratio = cluster(&server, &rig, &payload, &request_json).await?;
@@ -422,103 +441,244 @@ async fn measured_round_trips(
     Ok(round_trips)
 }
 
-/// redis-benchmark's rates at one client count.
-struct Anchor {
-    clients: usize,
+/// Invocations, wall time and CPU of one mode, summed over chunks.
+#[derive(Default)]
+struct Meter {
+    count: usize,
+    time: Duration,
+    client_cpu: f64,
+    server_cpu: f64,
+}
+
+impl Meter {
+    fn add(&mut self, count: usize, time: Duration, (client, server): (f64, f64)) {
+        self.count += count;
+        self.time += time;
+        self.client_cpu += client;
+        self.server_cpu += server;
+    }
+
+    fn rate(&self) -> f64 {
+        rate(self.count, self.time)
+    }
+
+    /// CPU per invocation, client and server, in microseconds.
+    fn cpu(&self) -> String {
+        let per = |seconds: f64| seconds * 1e6 / self.count.max(1) as f64;
+        format!(
+            "{:.1} / {:.1} us",
+            per(self.client_cpu),
+            per(self.server_cpu)
+        )
+    }
+}
+
+/// CPU used so far by this process and by the server.
+struct Cpu {
+    client: f64,
+    server: f64,
+}
+
+impl Cpu {
+    async fn now(server: &RedisServer) -> Outcome<Self> {
+        Ok(Self {
+            client: process_cpu_seconds()?,
+            server: server_cpu(&server.url()).await?,
+        })
+    }
+
+    /// (client, server) CPU seconds since `self`.
+    async fn since(&self, server: &RedisServer) -> Outcome<(f64, f64)> {
+        let now = Self::now(server).await?;
+        Ok((now.client - self.client, now.server - self.server))
+    }
+}
+
+/// redis-benchmark's chunks at one client count, summed.
+#[derive(Default)]
+struct RedisBenchmarkMeter {
+    requests: usize,
+    create_time: f64,
+    finalize_time: f64,
+    finalized: u64,
+    server_cpu: f64,
+}
+
+/// One chunk: `requests` creates and as many finalizes.
+struct BenchmarkChunk {
+    requests: usize,
     create_rate: f64,
     finalize_rate: f64,
-    repeat_share: f64,
+    finalized: u64,
+    server_cpu: f64,
+}
+
+impl RedisBenchmarkMeter {
+    fn add(&mut self, chunk: &BenchmarkChunk) {
+        self.requests += chunk.requests;
+        self.create_time += chunk.requests as f64 / chunk.create_rate;
+        self.finalize_time += chunk.requests as f64 / chunk.finalize_rate;
+        self.finalized += chunk.finalized;
+        self.server_cpu += chunk.server_cpu;
+    }
+
+    fn create_rate(&self) -> f64 {
+        self.requests as f64 / self.create_time
+    }
+
+    fn finalize_rate(&self) -> f64 {
+        self.requests as f64 / self.finalize_time
+    }
+
+    /// create + finalize pairs per second: one of each, back to back.
+    fn pair_rate(&self) -> f64 {
+        self.requests as f64 / (self.create_time + self.finalize_time)
+    }
+
+    fn repeat_share(&self) -> f64 {
+        1.0 - self.finalized as f64 / self.requests.max(1) as f64
+    }
+
+    fn server_us_per_pair(&self) -> f64 {
+        self.server_cpu * 1e6 / self.requests.max(1) as f64
+    }
+}
+
+/// redis-benchmark with the store's own script calls (`store_redis::wire`):
+/// create on a fresh random record key per request; finalize on a random
+/// record among `FINALIZE_SPREAD` times as many PROJECTING records, each a
+/// `COPY` of one record the store created (same fields, sizes, encoding and
+/// TTL).
+struct Anchor {
+    binary: std::path::PathBuf,
+    conn: redis::aio::MultiplexedConnection,
+    admin: Admin,
+    prefix: String,
+    store: RedisStore,
+    prebuilt: Arc<Prebuilt>,
+}
+
+/// One client count's prepared calls.
+struct AnchorLevel {
+    clients: usize,
+    create: Vec<String>,
+    create_index: String,
+    finalize: Vec<String>,
+    keyspace: usize,
 }
 
 impl Anchor {
-    /// create + finalize pairs per second: one of each, back to back.
-    fn pair_rate(&self) -> f64 {
-        1.0 / (1.0 / self.create_rate + 1.0 / self.finalize_rate)
-    }
-}
-
-/// redis-benchmark with the store's own script calls: create on a fresh
-/// random record key per request; finalize on a random record among
-/// `FINALIZE_SPREAD` × requests PROJECTING records, each a `COPY` of one
-/// record the store created (same fields, sizes, encoding and TTL).
-async fn anchor(
-    server: &RedisServer,
-    admin: &mut Admin,
-    store: &RedisStore,
-    prebuilt: &Prebuilt,
-) -> Outcome<Vec<Anchor>> {
-    let binary = which("redis-benchmark")
-        .ok_or("redis-benchmark is needed for the anchor (apt-get install redis-tools)")?;
-    let mut conn = side_connection(&server.url()).await?;
-    for script in wire::scripts() {
-        let sha: String = redis::cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(script.source)
-            .query_async(&mut conn)
-            .await?;
-        if sha != script.sha {
-            return Err(format!("the {} script's SHA differs", script.name).into());
+    async fn prepare(
+        server: &RedisServer,
+        store: &RedisStore,
+        prebuilt: &Arc<Prebuilt>,
+    ) -> Outcome<Self> {
+        let binary = which("redis-benchmark")
+            .ok_or("redis-benchmark is needed for the anchor (apt-get install redis-tools)")?;
+        let mut conn = side_connection(&server.url()).await?;
+        for script in wire::scripts() {
+            let sha: String = redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(script.source)
+                .query_async(&mut conn)
+                .await?;
+            if sha != script.sha {
+                return Err(format!("the {} script's SHA differs", script.name).into());
+            }
         }
+        Ok(Self {
+            binary,
+            conn,
+            admin: Admin::connect(&server.url()).await?,
+            prefix: store.key_prefix().to_owned(),
+            store: store.clone(),
+            prebuilt: Arc::clone(prebuilt),
+        })
     }
-    let prefix = store.key_prefix();
-    let mut anchors = Vec::new();
-    for (clients, requests) in ANCHOR_LEVELS {
-        // create: a new record per request.
+
+    /// The calls for `clients` clients and `CHUNKS` chunks of `chunk`
+    /// requests, and the PROJECTING records finalize draws from.
+    async fn level(&mut self, clients: usize, chunk: usize) -> Outcome<AnchorLevel> {
+        let prefix = self.prefix.clone();
         let run = RunId::new(unique_id("anchor"))?;
         let template = InvocationKey::new(run.clone(), ToolCallId::new(TEMPLATE_ID)?);
         let create = randomized(
-            wire::create_call(prefix, &prebuilt.new_invocation(template.clone())),
-            &record_key(prefix, run.as_str(), TEMPLATE_ID),
-            &record_key(prefix, run.as_str(), RAND),
+            wire::create_call(&prefix, &self.prebuilt.new_invocation(template)),
+            &record_key(&prefix, run.as_str(), TEMPLATE_ID),
+            &record_key(&prefix, run.as_str(), RAND),
         )?;
-        let create_rate = redis_benchmark(
-            &binary,
-            server.port(),
-            clients,
-            requests,
-            1_000_000_000,
-            &create,
-        )?;
-        let created: u64 = redis::cmd("LLEN")
-            .arg(store_redis::testing::run_keys(prefix, run.as_str())[1].as_str())
-            .query_async(&mut conn)
-            .await?;
-        if (created as f64) < 0.95 * requests as f64 {
-            return Err(format!("redis-benchmark created {created} of {requests} records").into());
-        }
+        let create_index = store_redis::testing::run_keys(&prefix, run.as_str())[1].clone();
 
-        // finalize: PROJECTING records to draw from.
         let run = RunId::new(unique_id("anchor"))?;
         let source = InvocationKey::new(run.clone(), ToolCallId::new("source")?);
-        store.create(prebuilt.new_invocation(source)).await?;
-        let keyspace = requests * FINALIZE_SPREAD;
-        let source_key = record_key(prefix, run.as_str(), "source");
+        self.store
+            .create(self.prebuilt.new_invocation(source))
+            .await?;
+        let keyspace = chunk * CHUNKS * FINALIZE_SPREAD;
+        let source_key = record_key(&prefix, run.as_str(), "source");
         for batch in (0..keyspace).collect::<Vec<_>>().chunks(2000) {
             let mut pipe = redis::pipe();
             for i in batch {
                 pipe.cmd("COPY")
                     .arg(&source_key)
-                    .arg(record_key(prefix, run.as_str(), &format!("{i:012}")))
+                    .arg(record_key(&prefix, run.as_str(), &format!("{i:012}")))
                     .ignore();
             }
-            pipe.query_async::<()>(&mut conn).await?;
+            pipe.query_async::<()>(&mut self.conn).await?;
         }
         let template = InvocationKey::new(run.clone(), ToolCallId::new(TEMPLATE_ID)?);
         let finalize = randomized(
-            wire::finalize_call(prefix, &template, &prebuilt.ready()),
-            &record_key(prefix, run.as_str(), TEMPLATE_ID),
-            &record_key(prefix, run.as_str(), RAND),
+            wire::finalize_call(&prefix, &template, &self.prebuilt.ready()),
+            &record_key(&prefix, run.as_str(), TEMPLATE_ID),
+            &record_key(&prefix, run.as_str(), RAND),
         )?;
-        let before = admin.command_calls().await?;
-        let finalize_rate = redis_benchmark(
-            &binary,
-            server.port(),
+        Ok(AnchorLevel {
             clients,
-            requests,
+            create,
+            create_index,
+            finalize,
             keyspace,
-            &finalize,
+        })
+    }
+
+    /// One chunk of `requests` creates, then as many finalizes.
+    async fn run(
+        &mut self,
+        level: &AnchorLevel,
+        requests: usize,
+        server: &RedisServer,
+    ) -> Outcome<BenchmarkChunk> {
+        let cpu = server_cpu(&server.url()).await?;
+        let indexed: u64 = redis::cmd("LLEN")
+            .arg(&level.create_index)
+            .query_async(&mut self.conn)
+            .await?;
+        let create_rate = redis_benchmark(
+            &self.binary,
+            server.port(),
+            level.clients,
+            requests,
+            1_000_000_000,
+            &level.create,
         )?;
-        let after = admin.command_calls().await?;
+        let created = redis::cmd("LLEN")
+            .arg(&level.create_index)
+            .query_async::<u64>(&mut self.conn)
+            .await?
+            - indexed;
+        if (created as f64) < 0.95 * requests as f64 {
+            return Err(format!("redis-benchmark created {created} of {requests} records").into());
+        }
+        let before = self.admin.command_calls().await?;
+        let finalize_rate = redis_benchmark(
+            &self.binary,
+            server.port(),
+            level.clients,
+            requests,
+            level.keyspace,
+            &level.finalize,
+        )?;
+        let after = self.admin.command_calls().await?;
         // Only a finalize that found its record PROJECTING runs HSET.
         let finalized =
             after.get("hset").copied().unwrap_or(0) - before.get("hset").copied().unwrap_or(0);
@@ -527,23 +687,22 @@ async fn anchor(
                 format!("redis-benchmark finalized {finalized} of {requests} records").into(),
             );
         }
-        anchors.push(Anchor {
-            clients,
+        Ok(BenchmarkChunk {
+            requests,
             create_rate,
             finalize_rate,
-            repeat_share: 1.0 - finalized as f64 / requests as f64,
-        });
-        // Free the server's memory for the next level.
-        redis::cmd("FLUSHALL").query_async::<()>(&mut conn).await?;
-        for script in wire::scripts() {
-            redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(script.source)
-                .query_async::<String>(&mut conn)
-                .await?;
-        }
+            finalized,
+            server_cpu: server_cpu(&server.url()).await? - cpu,
+        })
     }
-    Ok(anchors)
+
+    /// Frees the server's memory between levels (scripts stay cached).
+    async fn flush(&mut self) -> Outcome<()> {
+        redis::cmd("FLUSHALL")
+            .query_async::<()>(&mut self.conn)
+            .await?;
+        Ok(())
+    }
 }
 
 /// `call` with the one word `exact` replaced by `with`.

@@ -3,7 +3,7 @@
 //! `perf stat`, twice with different counts; the difference over the
 //! difference in calls is the instructions per call).
 //!
-//! `instructions <boundary|bare> <calls>`: spawns a `redis-server` (not
+//! `instructions_redis <boundary|bare> <calls>`: spawns a `redis-server` (not
 //! counted: another process), warms up (connects, caches the scripts), then
 //! makes `<calls>` READY calls one after another on a current-thread
 //! runtime, so the count does not depend on thread scheduling: through the
@@ -41,7 +41,7 @@ fn main() -> Outcome<()> {
         match mode.as_str() {
             "boundary" => boundary(store, calls).await,
             "bare" => bare(&store, calls).await,
-            _ => Err("usage: instructions <boundary|bare> <calls>".into()),
+            _ => Err("usage: instructions_redis <boundary|bare> <calls>".into()),
         }
     })
 }

@@ -3,7 +3,7 @@
 //! `perf stat`, twice with different counts; the difference over the
 //! difference in calls is the instructions per call).
 //!
-//! `instructions boundary <calls>`: warms up, then makes `<calls>` READY
+//! `instructions_memory boundary <calls>`: warms up, then makes `<calls>` READY
 //! calls one after another through the `ToolBoundary` with the fake tool of
 //! `invocation-core`, on a current-thread runtime.
 
@@ -24,7 +24,7 @@ const WARM_UP: usize = 50;
 fn main() -> Outcome<()> {
     let mut args = std::env::args().skip(1);
     if args.next().as_deref() != Some("boundary") {
-        return Err("usage: instructions boundary <calls>".into());
+        return Err("usage: instructions_memory boundary <calls>".into());
     }
     let calls: usize = args.next().unwrap_or_default().parse()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
