@@ -2,12 +2,11 @@
 //!
 //! Every argument (keys, numbers, the fingerprint's hex, the record's
 //! field/value pairs) is written into the command's own buffer, sized up
-//! front: no intermediate `String` per argument, and each payload is copied
-//! exactly once before redis-rs packs the command for the socket.
+//! front: no intermediate `String` per argument, no `core::fmt`, and each
+//! payload is copied exactly once before redis-rs packs the command for the
+//! socket.
 //!
 //! The argument order is the scripts' contract (see `scripts.rs`).
-
-use std::fmt::{self, Write as _};
 
 use aci_contracts::{EvidenceStatus, InvocationStatus};
 use invocation_core::{Finalization, InvocationKey, NewInvocation};
@@ -37,12 +36,71 @@ fn head(script: &LuaScript, invoke: Invoke, args: usize, bytes: usize) -> Cmd {
     cmd
 }
 
-fn run_key(cmd: &mut Cmd, prefix: &str, key: &InvocationKey, suffix: &str) {
-    cmd.write_arg_fmt(keys::run(prefix, &key.run_id, suffix));
+/// Builds the small arguments (keys, numbers) byte by byte: `core::fmt`
+/// costs more than the rest of the argument building together (callgrind).
+struct Scratch(Vec<u8>);
+
+impl Scratch {
+    fn with_capacity(capacity: usize) -> Self {
+        Self(Vec::with_capacity(capacity))
+    }
+
+    fn text(&mut self, text: &str) -> &mut Self {
+        self.0.extend_from_slice(text.as_bytes());
+        self
+    }
+
+    fn number(&mut self, value: u64) -> &mut Self {
+        let mut digits = [0_u8; 20];
+        let mut at = digits.len();
+        let mut rest = value;
+        loop {
+            at -= 1;
+            // `rest % 10` is below 10: the cast keeps every bit.
+            #[allow(clippy::cast_possible_truncation)]
+            let digit = (rest % 10) as u8;
+            digits[at] = b'0' + digit;
+            rest /= 10;
+            if rest == 0 {
+                break;
+            }
+        }
+        self.0.extend_from_slice(&digits[at..]);
+        self
+    }
+
+    fn signed(&mut self, value: i64) -> &mut Self {
+        if value < 0 {
+            self.0.push(b'-');
+        }
+        self.number(value.unsigned_abs())
+    }
+
+    /// `<prefix>:{<run_id>}:` (the layout of `keys`).
+    fn run(&mut self, prefix: &str, key: &InvocationKey) -> &mut Self {
+        self.text(prefix)
+            .text(":{")
+            .text(key.run_id.as_str())
+            .text("}:")
+    }
+
+    /// Writes what was built as one argument and starts over.
+    fn emit(&mut self, cmd: &mut Cmd) {
+        cmd.write_arg(&self.0);
+        self.0.clear();
+    }
 }
 
-fn record_key(cmd: &mut Cmd, prefix: &str, key: &InvocationKey) {
-    cmd.write_arg_fmt(keys::record(prefix, &key.run_id, &key.tool_call_id));
+fn run_key(cmd: &mut Cmd, scratch: &mut Scratch, prefix: &str, key: &InvocationKey, suffix: &str) {
+    scratch.run(prefix, key).text(suffix).emit(cmd);
+}
+
+fn record_key(cmd: &mut Cmd, scratch: &mut Scratch, prefix: &str, key: &InvocationKey) {
+    scratch
+        .run(prefix, key)
+        .text(keys::RECORD)
+        .text(key.tool_call_id.as_str())
+        .emit(cmd);
 }
 
 fn pair(cmd: &mut Cmd, field: &str, value: &[u8]) {
@@ -50,17 +108,25 @@ fn pair(cmd: &mut Cmd, field: &str, value: &[u8]) {
     cmd.write_arg(value);
 }
 
-/// Numbers are formatted straight into the command's buffer.
-fn number_pair(cmd: &mut Cmd, field: &str, value: impl fmt::Display) {
+fn number_pair(cmd: &mut Cmd, scratch: &mut Scratch, field: &str, value: u64) {
     cmd.write_arg(field.as_bytes());
-    cmd.write_arg_fmt(value);
+    scratch.number(value).emit(cmd);
 }
 
-fn optional_number(cmd: &mut Cmd, value: Option<u32>) {
-    match value {
-        Some(value) => cmd.write_arg_fmt(value),
-        None => cmd.write_arg(b""),
+fn time_pair(cmd: &mut Cmd, scratch: &mut Scratch, field: &str, value: i64) {
+    cmd.write_arg(field.as_bytes());
+    scratch.signed(value).emit(cmd);
+}
+
+fn optional_number(cmd: &mut Cmd, scratch: &mut Scratch, value: Option<u32>) {
+    if let Some(value) = value {
+        scratch.number(u64::from(value));
     }
+    scratch.emit(cmd);
+}
+
+fn size(bytes: usize) -> u64 {
+    u64::try_from(bytes).unwrap_or(u64::MAX)
 }
 
 /// The create call. KEYS: record, budget, index, scopes. ARGV: ttl ms, tool
@@ -76,21 +142,24 @@ pub(crate) fn create(
     let key = &new.key;
     let id = key.tool_call_id.as_str();
     let payload = new.request_json.len() + new.scope_json.len();
-    let small = 4 * (prefix.len() + key.run_id.as_str().len() + 16) + 3 * id.len() + 256;
+    let small = 4 * (prefix.len() + key.run_id.as_str().len() + 16) + 3 * id.len() + 384;
     let mut cmd = head(script, invoke, 4 + 7 + 18, payload + small);
+    let mut scratch = Scratch::with_capacity(prefix.len() + key.run_id.as_str().len() + 96);
     cmd.write_arg(b"4");
-    record_key(&mut cmd, prefix, key);
-    run_key(&mut cmd, prefix, key, keys::BUDGET);
-    run_key(&mut cmd, prefix, key, keys::INDEX);
-    run_key(&mut cmd, prefix, key, keys::SCOPES);
-    cmd.write_arg_fmt(ttl_millis);
-    optional_number(&mut cmd, new.budgets.tool);
-    optional_number(&mut cmd, new.budgets.run);
-    cmd.write_arg_fmt(format_args!("{}{}", keys::TOOL_COUNTER, new.tool_name));
+    record_key(&mut cmd, &mut scratch, prefix, key);
+    run_key(&mut cmd, &mut scratch, prefix, key, keys::BUDGET);
+    run_key(&mut cmd, &mut scratch, prefix, key, keys::INDEX);
+    run_key(&mut cmd, &mut scratch, prefix, key, keys::SCOPES);
+    scratch.number(ttl_millis).emit(&mut cmd);
+    optional_number(&mut cmd, &mut scratch, new.budgets.tool);
+    optional_number(&mut cmd, &mut scratch, new.budgets.run);
+    scratch
+        .text(keys::TOOL_COUNTER)
+        .text(&new.tool_name)
+        .emit(&mut cmd);
     cmd.write_arg(id.as_bytes());
-    let mut fingerprint = String::with_capacity(64);
-    let _ = write!(fingerprint, "{}", new.scope_fingerprint);
-    cmd.write_arg(fingerprint.as_bytes());
+    let fingerprint = hex(new.scope_fingerprint.as_bytes());
+    cmd.write_arg(&fingerprint);
     cmd.write_arg(if new.claim_scope { b"1" } else { b"0" });
     // The new record (see `codec`).
     pair(&mut cmd, "run_id", key.run_id.as_str().as_bytes());
@@ -101,12 +170,33 @@ pub(crate) fn create(
         STATUS,
         InvocationStatus::Projecting.as_str().as_bytes(),
     );
-    pair(&mut cmd, "scope_fp", fingerprint.as_bytes());
-    number_pair(&mut cmd, "created_at", new.created_at.unix_millis());
-    number_pair(&mut cmd, "request_bytes", new.request_json.len());
+    pair(&mut cmd, "scope_fp", &fingerprint);
+    time_pair(
+        &mut cmd,
+        &mut scratch,
+        "created_at",
+        new.created_at.unix_millis(),
+    );
+    number_pair(
+        &mut cmd,
+        &mut scratch,
+        "request_bytes",
+        size(new.request_json.len()),
+    );
     pair(&mut cmd, "request", new.request_json.as_bytes());
     pair(&mut cmd, "scope", new.scope_json.as_bytes());
     cmd
+}
+
+/// Lower-case hex of a fingerprint, as `ScopeFingerprint`'s `Display`.
+fn hex(bytes: &[u8; 32]) -> [u8; 64] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [0_u8; 64];
+    for (i, byte) in bytes.iter().enumerate() {
+        out[2 * i] = DIGITS[usize::from(byte >> 4)];
+        out[2 * i + 1] = DIGITS[usize::from(byte & 0x0f)];
+    }
+    out
 }
 
 /// The finalize call. KEYS: record, scopes. ARGV: new status, tool call id,
@@ -129,9 +219,10 @@ pub(crate) fn finalize(
     };
     let small = 2 * (prefix.len() + key.run_id.as_str().len() + 16) + 3 * id.len() + 256;
     let mut cmd = head(script, invoke, 2 + 2 + 16, payload + small);
+    let mut scratch = Scratch::with_capacity(prefix.len() + key.run_id.as_str().len() + 96);
     cmd.write_arg(b"2");
-    record_key(&mut cmd, prefix, key);
-    run_key(&mut cmd, prefix, key, keys::SCOPES);
+    record_key(&mut cmd, &mut scratch, prefix, key);
+    run_key(&mut cmd, &mut scratch, prefix, key, keys::SCOPES);
     cmd.write_arg(finalization.status().as_str().as_bytes());
     cmd.write_arg(id.as_bytes());
     // The outcome (see `codec`).
@@ -153,9 +244,19 @@ pub(crate) fn finalize(
                 "evidence_status",
                 evidence.status().as_str().as_bytes(),
             );
-            number_pair(&mut cmd, "finished_at", finished_at.unix_millis());
-            number_pair(&mut cmd, "raw_bytes", raw_json.len());
-            number_pair(&mut cmd, "result_bytes", agent_result_json.len());
+            time_pair(
+                &mut cmd,
+                &mut scratch,
+                "finished_at",
+                finished_at.unix_millis(),
+            );
+            number_pair(&mut cmd, &mut scratch, "raw_bytes", size(raw_json.len()));
+            number_pair(
+                &mut cmd,
+                &mut scratch,
+                "result_bytes",
+                size(agent_result_json.len()),
+            );
             pair(&mut cmd, "raw", raw_json.as_bytes());
             pair(&mut cmd, "result", agent_result_json.as_bytes());
             if let Some(source) = replayed_from {
@@ -178,9 +279,14 @@ pub(crate) fn finalize(
                 EvidenceStatus::Error.as_str().as_bytes(),
             );
             pair(&mut cmd, "error_code", error_code.as_str().as_bytes());
-            number_pair(&mut cmd, "finished_at", finished_at.unix_millis());
+            time_pair(
+                &mut cmd,
+                &mut scratch,
+                "finished_at",
+                finished_at.unix_millis(),
+            );
             if let Some(raw) = raw_json {
-                number_pair(&mut cmd, "raw_bytes", raw.len());
+                number_pair(&mut cmd, &mut scratch, "raw_bytes", size(raw.len()));
                 pair(&mut cmd, "raw", raw.as_bytes());
             }
         }
@@ -212,6 +318,33 @@ mod tests {
 
     fn key() -> InvocationKey {
         InvocationKey::new(RunId::new("r1").unwrap(), ToolCallId::new("c1").unwrap())
+    }
+
+    #[test]
+    fn numbers_and_hex_are_written_as_display_would() {
+        let mut cmd = Cmd::new();
+        let mut scratch = Scratch::with_capacity(8);
+        for value in [0, 7, 10, 1_234_567_890, u64::MAX] {
+            scratch.number(value).emit(&mut cmd);
+        }
+        for value in [0, -1, -1_700_000_000_000, i64::MIN, i64::MAX] {
+            scratch.signed(value).emit(&mut cmd);
+        }
+        let expected: Vec<String> = [0, 7, 10, 1_234_567_890, u64::MAX]
+            .iter()
+            .map(u64::to_string)
+            .chain(
+                [0, -1, -1_700_000_000_000, i64::MIN, i64::MAX]
+                    .iter()
+                    .map(i64::to_string),
+            )
+            .collect();
+        assert_eq!(words(&cmd), expected);
+        let fingerprint = ScopeFingerprint::of("t", &serde_json::json!({"q": 1}));
+        assert_eq!(
+            hex(fingerprint.as_bytes()).to_vec(),
+            fingerprint.to_hex().into_bytes()
+        );
     }
 
     #[test]

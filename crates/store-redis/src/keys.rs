@@ -45,6 +45,8 @@ impl Keys {
     }
 }
 
+/// Between the run part and the tool call id of a record key.
+pub(crate) const RECORD: &str = "inv:";
 /// Suffixes of the per-run keys.
 pub(crate) const BUDGET: &str = "budget";
 pub(crate) const INDEX: &str = "index";
@@ -89,7 +91,7 @@ impl fmt::Display for Key<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let Self { prefix, run_id, .. } = self;
         match self.rest {
-            Rest::Record(id) => write!(f, "{prefix}:{{{run_id}}}:inv:{id}"),
+            Rest::Record(id) => write!(f, "{prefix}:{{{run_id}}}:{RECORD}{id}"),
             Rest::Run(suffix) => write!(f, "{prefix}:{{{run_id}}}:{suffix}"),
         }
     }
