@@ -11,7 +11,7 @@ use std::error::Error;
 use std::sync::Arc;
 
 use aci_contracts::{InvocationStatus, RunId};
-use invocation_core::conformance::fake::{FakeExecutor, fake_tool};
+use invocation_core::testing::fake::{FakeExecutor, fake_tool};
 use invocation_core::{RunContext, ToolBoundary, ToolEnvelope};
 use store_memory::MemoryStore;
 

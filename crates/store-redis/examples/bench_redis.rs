@@ -180,6 +180,8 @@ impl Prebuilt {
                 tool: Some(BUDGET),
             },
             claim_scope: false,
+            run: invocation_core::RunTerms::default(),
+            attempt: 1,
         }
     }
 

@@ -14,7 +14,7 @@ use std::error::Error;
 use std::sync::Arc;
 
 use aci_contracts::{InvocationStatus, RunId, ToolCallId};
-use invocation_core::conformance::fake::{FakeExecutor, fake_tool};
+use invocation_core::testing::fake::{FakeExecutor, fake_tool};
 use invocation_core::{
     Budgets, Clock, Finalization, InvocationKey, InvocationStore, NewInvocation, ReadyEvidence,
     RunContext, ScopeFingerprint, SystemClock, ToolBoundary, ToolEnvelope,
@@ -79,6 +79,8 @@ async fn bare(store: &RedisStore, calls: usize) -> Outcome<()> {
                 ttl: invocation_core::DEFAULT_RECORD_TTL,
                 budgets: Budgets::default(),
                 claim_scope: false,
+                run: invocation_core::RunTerms::default(),
+                attempt: 1,
             })
             .await?;
         store

@@ -8,11 +8,11 @@
 //!
 //! The argument order is the scripts' contract (see `scripts.rs`).
 
-use aci_contracts::{EvidenceStatus, InvocationStatus};
-use invocation_core::{Finalization, InvocationKey, NewInvocation};
-use redis::{Cmd, RedisWrite};
+use aci_contracts::{ErrorCode, EvidenceStatus, InvocationStatus, Timestamp};
+use invocation_core::{Finalization, InvocationKey, NewInvocation, Unsettled};
+use redis::{Arg, Cmd, RedisWrite};
 
-use crate::codec::STATUS;
+use crate::codec::{self, STATUS};
 use crate::keys;
 use crate::scripts::LuaScript;
 
@@ -129,9 +129,11 @@ fn size(bytes: usize) -> u64 {
     u64::try_from(bytes).unwrap_or(u64::MAX)
 }
 
-/// The create call. KEYS: record, budget, index, scopes. ARGV: ttl ms, tool
-/// budget, run budget, tool counter field, tool call id, fingerprint hex,
-/// claim flag, then the new record's field/value pairs.
+/// The create call. KEYS: record, run (state and budget counters), index,
+/// scopes. ARGV: ttl ms, tool budget, run budget, tool counter field, tool
+/// call id, fingerprint hex, claim flag, created-at ms, the deadline ms this
+/// create would give the run (or empty), owner (or empty), then the new
+/// record's field/value pairs.
 pub(crate) fn create(
     script: &LuaScript,
     invoke: Invoke,
@@ -143,7 +145,7 @@ pub(crate) fn create(
     let id = key.tool_call_id.as_str();
     let payload = new.request_json.len() + new.scope_json.len();
     let small = 4 * (prefix.len() + key.run_id.as_str().len() + 16) + 3 * id.len() + 384;
-    let mut cmd = head(script, invoke, 4 + 7 + 18, payload + small);
+    let mut cmd = head(script, invoke, 4 + 10 + 20, payload + small);
     let mut scratch = Scratch::with_capacity(prefix.len() + key.run_id.as_str().len() + 96);
     cmd.write_arg(b"4");
     record_key(&mut cmd, &mut scratch, prefix, key);
@@ -161,6 +163,13 @@ pub(crate) fn create(
     let fingerprint = hex(new.scope_fingerprint.as_bytes());
     cmd.write_arg(&fingerprint);
     cmd.write_arg(if new.claim_scope { b"1" } else { b"0" });
+    scratch.signed(new.created_at.unix_millis()).emit(&mut cmd);
+    if let Some(max_duration) = new.run.max_duration {
+        let deadline = invocation_core::clock::add(new.created_at, max_duration);
+        scratch.signed(deadline.unix_millis());
+    }
+    scratch.emit(&mut cmd);
+    cmd.write_arg(new.run.owner.as_deref().unwrap_or("").as_bytes());
     // The new record (see `codec`).
     pair(&mut cmd, "run_id", key.run_id.as_str().as_bytes());
     pair(&mut cmd, "tool_call_id", id.as_bytes());
@@ -183,6 +192,7 @@ pub(crate) fn create(
         "request_bytes",
         size(new.request_json.len()),
     );
+    number_pair(&mut cmd, &mut scratch, "attempt", new.attempt);
     pair(&mut cmd, "request", new.request_json.as_bytes());
     pair(&mut cmd, "scope", new.scope_json.as_bytes());
     cmd
@@ -225,7 +235,12 @@ pub(crate) fn finalize(
     run_key(&mut cmd, &mut scratch, prefix, key, keys::SCOPES);
     cmd.write_arg(finalization.status().as_str().as_bytes());
     cmd.write_arg(id.as_bytes());
-    // The outcome (see `codec`).
+    outcome(&mut cmd, &mut scratch, finalization);
+    cmd
+}
+
+/// The outcome's field/value pairs (see `codec`).
+fn outcome(cmd: &mut Cmd, scratch: &mut Scratch, finalization: &Finalization) {
     match finalization {
         Finalization::Ready {
             evidence,
@@ -234,33 +249,19 @@ pub(crate) fn finalize(
             replayed_from,
             finished_at,
         } => {
+            pair(cmd, STATUS, InvocationStatus::Ready.as_str().as_bytes());
             pair(
-                &mut cmd,
-                STATUS,
-                InvocationStatus::Ready.as_str().as_bytes(),
-            );
-            pair(
-                &mut cmd,
+                cmd,
                 "evidence_status",
                 evidence.status().as_str().as_bytes(),
             );
-            time_pair(
-                &mut cmd,
-                &mut scratch,
-                "finished_at",
-                finished_at.unix_millis(),
-            );
-            number_pair(&mut cmd, &mut scratch, "raw_bytes", size(raw_json.len()));
-            number_pair(
-                &mut cmd,
-                &mut scratch,
-                "result_bytes",
-                size(agent_result_json.len()),
-            );
-            pair(&mut cmd, "raw", raw_json.as_bytes());
-            pair(&mut cmd, "result", agent_result_json.as_bytes());
+            time_pair(cmd, scratch, "finished_at", finished_at.unix_millis());
+            number_pair(cmd, scratch, "raw_bytes", size(raw_json.len()));
+            number_pair(cmd, scratch, "result_bytes", size(agent_result_json.len()));
+            pair(cmd, "raw", raw_json.as_bytes());
+            pair(cmd, "result", agent_result_json.as_bytes());
             if let Some(source) = replayed_from {
-                pair(&mut cmd, "replayed_from", source.as_str().as_bytes());
+                pair(cmd, "replayed_from", source.as_str().as_bytes());
             }
         }
         Finalization::Error {
@@ -268,28 +269,60 @@ pub(crate) fn finalize(
             raw_json,
             finished_at,
         } => {
+            pair(cmd, STATUS, InvocationStatus::Error.as_str().as_bytes());
             pair(
-                &mut cmd,
-                STATUS,
-                InvocationStatus::Error.as_str().as_bytes(),
-            );
-            pair(
-                &mut cmd,
+                cmd,
                 "evidence_status",
                 EvidenceStatus::Error.as_str().as_bytes(),
             );
-            pair(&mut cmd, "error_code", error_code.as_str().as_bytes());
-            time_pair(
-                &mut cmd,
-                &mut scratch,
-                "finished_at",
-                finished_at.unix_millis(),
-            );
+            pair(cmd, "error_code", error_code.as_str().as_bytes());
+            time_pair(cmd, scratch, "finished_at", finished_at.unix_millis());
             if let Some(raw) = raw_json {
-                number_pair(&mut cmd, &mut scratch, "raw_bytes", size(raw.len()));
-                pair(&mut cmd, "raw", raw.as_bytes());
+                number_pair(cmd, scratch, "raw_bytes", size(raw.len()));
+                pair(cmd, "raw", raw.as_bytes());
             }
         }
+    }
+}
+
+/// The settle call. KEYS: record, scopes. ARGV: attempt token, ttl ms, tool
+/// call id, the number N of outcome arguments, the ERROR outcome's N
+/// arguments, then the tombstone's field/value pairs.
+pub(crate) fn settle(
+    script: &LuaScript,
+    invoke: Invoke,
+    prefix: &str,
+    call: &Unsettled,
+    error_code: ErrorCode,
+    finished_at: Timestamp,
+    ttl_millis: u64,
+) -> Cmd {
+    let key = &call.key;
+    let mut cmd = head(script, invoke, 48, 1024);
+    let mut scratch = Scratch::with_capacity(prefix.len() + key.run_id.as_str().len() + 96);
+    cmd.write_arg(b"2");
+    record_key(&mut cmd, &mut scratch, prefix, key);
+    run_key(&mut cmd, &mut scratch, prefix, key, keys::SCOPES);
+    scratch.number(call.attempt).emit(&mut cmd);
+    scratch.number(ttl_millis).emit(&mut cmd);
+    cmd.write_arg(key.tool_call_id.as_str().as_bytes());
+    let finalization = Finalization::Error {
+        error_code,
+        raw_json: None,
+        finished_at,
+    };
+    let mut written = Cmd::new();
+    outcome(&mut written, &mut scratch, &finalization);
+    scratch
+        .number(size(written.args_iter().len()))
+        .emit(&mut cmd);
+    for arg in written.args_iter() {
+        if let Arg::Simple(bytes) = arg {
+            cmd.write_arg(bytes);
+        }
+    }
+    for (field, value) in codec::tombstone(call, error_code, finished_at) {
+        pair(&mut cmd, field, value.as_bytes());
     }
     cmd
 }

@@ -36,6 +36,11 @@ impl Keys {
         record(&self.prefix, run_id, tool_call_id).to_string()
     }
 
+    /// The run hash: the run's state and its budget counters.
+    pub(crate) fn budget(&self, run_id: &RunId) -> String {
+        run(&self.prefix, run_id, BUDGET).to_string()
+    }
+
     pub(crate) fn index(&self, run_id: &RunId) -> String {
         run(&self.prefix, run_id, INDEX).to_string()
     }

@@ -112,11 +112,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use aci_contracts::{InvocationStatus, RunId, ToolCallId};
+use aci_contracts::{ErrorCode, InvocationStatus, RunId, Timestamp, ToolCallId};
 use async_trait::async_trait;
 use invocation_core::{
     Created, Finalization, InvocationKey, InvocationRecord, InvocationStore, NewInvocation,
-    RecordFields, SameScope, ScopeFingerprint, ScopeIndex, StoreError,
+    RecordFields, RunState, SameScope, ScopeFingerprint, ScopeIndex, Settled, StoreError,
+    Unsettled,
 };
 use redis::cluster::ClusterClientBuilder;
 use redis::io::tcp::TcpSettings;
@@ -136,7 +137,7 @@ use codec::corrupt;
 use config::Nodes;
 use keys::Keys;
 use pool::{Link, Pool, Target};
-use scripts::{CREATE, FINALIZE};
+use scripts::{CREATE, FINALIZE, SETTLE};
 
 /// Longest TTL written, in milliseconds (about 285,000 years): keeps every
 /// TTL exact as a Lua number and inside Redis's expiry range.
@@ -396,6 +397,23 @@ fn reply_id(text: &str, what: &'static str) -> Result<Option<ToolCallId>, StoreE
     }
 }
 
+/// A run state from the run hash's `started_at`, `deadline`, `owner` (empty
+/// strings for none).
+fn run_state(started_at: &str, deadline: &str, owner: &str) -> Result<RunState, StoreError> {
+    let millis = |text: &str| {
+        text.parse::<i64>()
+            .map(Timestamp::from_unix_millis)
+            .map_err(|_| corrupt("run state"))
+    };
+    Ok(RunState {
+        started_at: millis(started_at)?,
+        deadline: (!deadline.is_empty())
+            .then(|| millis(deadline))
+            .transpose()?,
+        owner: (!owner.is_empty()).then(|| owner.to_owned()),
+    })
+}
+
 /// Keeps the last position of every id: an id whose record expired and was
 /// created again is listed where it was created last.
 fn dedup_keep_last(ids: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
@@ -420,7 +438,15 @@ impl InvocationStore for RedisStore {
             })
             .await?;
         match reply_words(&reply, "create")?.as_slice() {
-            ["CREATED", duplicate_of, kind, id] => {
+            [
+                "CREATED",
+                duplicate_of,
+                kind,
+                id,
+                started_at,
+                deadline,
+                owner,
+            ] => {
                 let duplicate_of = reply_id(duplicate_of, "create reply")?;
                 let same_scope = match (*kind, reply_id(id, "create reply")?) {
                     ("", None) => None,
@@ -431,8 +457,12 @@ impl InvocationStore for RedisStore {
                 Ok(Created {
                     duplicate_of,
                     same_scope,
+                    run: run_state(started_at, deadline, owner)?,
                 })
             }
+            ["INVALID_TTL"] => Err(StoreError::InvalidTtl),
+            ["RUN_OWNER"] => Err(StoreError::RunOwnedByOther),
+            ["RUN_DEADLINE"] => Err(StoreError::RunDeadlineExceeded),
             ["DUPLICATE"] => Err(StoreError::Duplicate),
             ["TOOL_BUDGET"] => Err(StoreError::ToolBudgetExhausted),
             ["RUN_BUDGET"] => Err(StoreError::RunBudgetExhausted),
@@ -459,6 +489,59 @@ impl InvocationStore for RedisStore {
             }),
             ["CORRUPT"] => Err(corrupt("status")),
             _ => Err(corrupt("finalize reply")),
+        }
+    }
+
+    async fn settle(
+        &self,
+        call: &Unsettled,
+        error_code: ErrorCode,
+        finished_at: Timestamp,
+    ) -> Result<Settled, StoreError> {
+        let inner = &self.inner;
+        let ttl = ttl_millis(call.ttl);
+        let reply = inner
+            .eval("settle", |invoke| {
+                calls::settle(
+                    &SETTLE,
+                    invoke,
+                    &inner.prefix,
+                    call,
+                    error_code,
+                    finished_at,
+                    ttl,
+                )
+            })
+            .await?;
+        match reply_words(&reply, "settle")?.as_slice() {
+            ["FINALIZED"] => Ok(Settled::Finalized),
+            ["TOMBSTONED"] => Ok(Settled::Tombstoned),
+            ["OTHER_ATTEMPT"] => Ok(Settled::OtherAttempt),
+            ["ALREADY_FINAL", current] => Ok(Settled::AlreadyFinal(
+                InvocationStatus::parse(current).ok_or_else(|| corrupt("status"))?,
+            )),
+            ["INVALID_TTL"] => Err(StoreError::InvalidTtl),
+            ["CORRUPT"] => Err(corrupt("status")),
+            _ => Err(corrupt("settle reply")),
+        }
+    }
+
+    async fn run_state(&self, run_id: &RunId) -> Result<Option<RunState>, StoreError> {
+        let mut cmd = redis::cmd("HMGET");
+        cmd.arg(self.inner.keys.budget(run_id))
+            .arg("started_at")
+            .arg("deadline")
+            .arg("owner");
+        let values: Vec<Option<String>> = self.inner.query("run_state", &cmd).await?;
+        match values.as_slice() {
+            [None, ..] => Ok(None),
+            [Some(started_at), deadline, owner] => run_state(
+                started_at,
+                deadline.as_deref().unwrap_or(""),
+                owner.as_deref().unwrap_or(""),
+            )
+            .map(Some),
+            _ => Err(corrupt("run state")),
         }
     }
 
