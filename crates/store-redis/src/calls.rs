@@ -397,6 +397,11 @@ mod tests {
                 tool: None,
             },
             claim_scope: true,
+            run: invocation_core::RunTerms {
+                max_duration: Some(Duration::from_millis(500)),
+                owner: Some("alice".to_owned()),
+            },
+            attempt: 77,
         };
         let fp = fingerprint.to_hex();
         let expected: Vec<String> = [
@@ -414,6 +419,9 @@ mod tests {
             "c1",
             &fp,
             "1",
+            "1700",
+            "2200",
+            "alice",
             "run_id",
             "r1",
             "tool_call_id",
@@ -428,6 +436,8 @@ mod tests {
             "1700",
             "request_bytes",
             "9",
+            "attempt",
+            "77",
             "request",
             r#"{"q":"x"}"#,
             "scope",
