@@ -11,14 +11,13 @@ use std::error::Error;
 use std::sync::Arc;
 
 use aci_contracts::{InvocationStatus, RunId};
-use invocation_core::testing::fake::{FakeExecutor, fake_tool};
+use invocation_core::testing::fake::{self, FakeExecutor, Mode, fake_tool};
 use invocation_core::{RunContext, ToolBoundary, ToolEnvelope};
 use store_memory::MemoryStore;
 
 type Outcome<T> = Result<T, Box<dyn Error>>;
 
 const TOOL: &str = "lookup_fake";
-const ARGUMENTS: &str = r#"{"query":"lookup timeout"}"#;
 const WARM_UP: usize = 50;
 
 fn main() -> Outcome<()> {
@@ -35,9 +34,11 @@ fn main() -> Outcome<()> {
         .build()?;
     let run = RunId::new("instructions-run")?;
     let ctx = RunContext::new(run.clone());
+    let arguments = fake::args(Mode::Found, "lookup timeout");
     runtime.block_on(async {
         for i in 0..WARM_UP + calls {
-            let envelope = ToolEnvelope::new(format!("c{i}"), run.as_str(), TOOL, ARGUMENTS);
+            let envelope =
+                ToolEnvelope::new(format!("c{i}"), run.as_str(), TOOL, arguments.clone());
             let outcome = boundary.invoke(&ctx, envelope).await;
             if outcome.control.status != InvocationStatus::Ready {
                 return Err(format!("call {i}: {:?}", outcome.control.error_code).into());

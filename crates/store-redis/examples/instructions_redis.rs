@@ -14,7 +14,7 @@ use std::error::Error;
 use std::sync::Arc;
 
 use aci_contracts::{InvocationStatus, RunId, ToolCallId};
-use invocation_core::testing::fake::{FakeExecutor, fake_tool};
+use invocation_core::testing::fake::{self, FakeExecutor, Mode, fake_tool};
 use invocation_core::{
     Budgets, Clock, Finalization, InvocationKey, InvocationStore, NewInvocation, ReadyEvidence,
     RunContext, ScopeFingerprint, SystemClock, ToolBoundary, ToolEnvelope,
@@ -52,8 +52,9 @@ async fn boundary(store: RedisStore, calls: usize) -> Outcome<()> {
         .build()?;
     let run = RunId::new(unique_id("instr"))?;
     let ctx = RunContext::new(run.clone());
+    let arguments = fake::args(Mode::Found, "lookup timeout");
     for i in 0..WARM_UP + calls {
-        let envelope = ToolEnvelope::new(format!("c{i}"), run.as_str(), TOOL, ARGUMENTS);
+        let envelope = ToolEnvelope::new(format!("c{i}"), run.as_str(), TOOL, arguments.clone());
         let outcome = boundary.invoke(&ctx, envelope).await;
         if outcome.control.status != InvocationStatus::Ready {
             return Err(format!("call {i}: {:?}", outcome.control.error_code).into());
