@@ -28,6 +28,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[3]
 
+# No network at test time: neither framework may export traces.
+os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
+os.environ["LANGSMITH_TRACING"] = "false"
+os.environ["LANGCHAIN_TRACING_V2"] = "false"
+
 
 def _aci_path() -> Path:
     if os.environ.get("ACI_BIN"):

@@ -35,7 +35,9 @@ def test_a_repeated_sdk_id_is_duplicate_and_runs_once(aci, run_id):
     asyncio.run(diagnose(stdio_server(aci.bin, aci.store, run_id), run_id))
     before = {r["tool_call_id"]: r for r in aci.inspect(run_id)}
 
-    # A retried harness (a new process, the same run) re-issues call_A1, with other arguments.
+    # The SDK itself refuses a reused call id within one Runner.run (ModelBehaviorError);
+    # across runs only the boundary can tell: a retried harness (a new Runner.run and a
+    # new `aci serve`, the same run) re-issues call_A1, with other arguments.
     retry = [[("call_A1", "query_logs", {"topic": "DATABASE_SLOW_QUERY", "query": "orders"})]]
     answer = asyncio.run(diagnose(stdio_server(aci.bin, aci.store, run_id), run_id, retry))
 
