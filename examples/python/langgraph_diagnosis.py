@@ -78,7 +78,11 @@ class ForwardToolCallId:
         if self.stdio_session is not None:
             meta = {"aci/tool_call_id": tool_call_id, "aci/run_id": run_id}
             return await self.stdio_session.call_tool(request.name, request.args, meta=meta)
-        headers = {**(request.headers or {}), "Aci-Tool-Call-Id": tool_call_id, "Aci-Run-Id": run_id}
+        headers = {
+            **(request.headers or {}),
+            "Aci-Tool-Call-Id": tool_call_id,
+            "Aci-Run-Id": run_id,
+        }
         return await handler(request.override(headers=headers))
 
 
@@ -98,7 +102,9 @@ class ScriptedChatModel(BaseChatModel):
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:
         return self
 
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
         if not self.steps:
             raise RuntimeError("the scripted model has no step left")
         step = self.steps.pop(0)
@@ -110,7 +116,9 @@ def observation_of(message: ToolMessage) -> dict[str, Any]:
     """The observation a tool message carries: the one JSON text block."""
     content = message.content
     if isinstance(content, list):
-        content = "".join(part.get("text", "") if isinstance(part, dict) else str(part) for part in content)
+        content = "".join(
+            part.get("text", "") if isinstance(part, dict) else str(part) for part in content
+        )
     return json.loads(content)
 
 
@@ -121,14 +129,13 @@ def final_answer(messages: list[BaseMessage]) -> AIMessage:
         if not isinstance(message, ToolMessage):
             continue
         observation = observation_of(message)
-        cite = f"[cite:{observation['tool_call_id']}]"
-        status = observation.get("evidence_status")
+        call_id, status = observation["tool_call_id"], observation["evidence_status"]
         if status == "EVIDENCE_FOUND":
-            lines.append(f"- evidence {cite}")
+            lines.append(f"- evidence [cite:{call_id}]")
         elif status == "NO_EVIDENCE":
-            lines.append(f"- nothing found within the scope queried {cite}")
+            lines.append(f"- nothing found within the scope queried [cite:{call_id}]")
         else:
-            lines.append(f"- {observation.get('tool_call_id')} failed: {observation.get('error_code')} (not cited)")
+            lines.append(f"- {call_id} failed: {observation['error_code']} (not cited)")
     return AIMessage(content="\n".join(lines))
 
 
@@ -142,12 +149,18 @@ def scripted_model(turns: Sequence[Sequence[tuple[str, str, dict[str, Any]]]]) -
     return ScriptedChatModel(steps=steps)
 
 
-async def run_agent(tools: list[Any], run_id: str, turns: Sequence[Sequence[tuple[str, str, dict[str, Any]]]]) -> str:
+async def run_agent(
+    tools: list[Any], run_id: str, turns: Sequence[Sequence[tuple[str, str, dict[str, Any]]]]
+) -> str:
     """Runs the scripted diagnosis with `tools`; returns the final answer."""
     model = scripted_model(turns)
     agent = create_agent(model, tools, context_schema=AciRun)
     state = await agent.ainvoke(
-        {"messages": [{"role": "user", "content": "Checkout is failing with 504s. What is wrong?"}]},
+        {
+            "messages": [
+                {"role": "user", "content": "Checkout is failing with 504s. What is wrong?"}
+            ]
+        },
         context=AciRun(run_id=run_id),
     )
     if model.steps:
@@ -157,29 +170,47 @@ async def run_agent(tools: list[Any], run_id: str, turns: Sequence[Sequence[tupl
 
 def stdio_connection(aci: str, store: str, run_id: str) -> dict[str, Any]:
     """`aci serve` as a child process on stdio."""
-    return {"transport": "stdio", "command": aci, "args": ["serve", "--store", store, "--run-id", run_id]}
+    return {
+        "transport": "stdio",
+        "command": aci,
+        "args": ["serve", "--store", store, "--run-id", run_id],
+    }
 
 
 def http_connection(url: str, token: str) -> dict[str, Any]:
     """`aci serve --http` at `url` (for example `http://127.0.0.1:8080/mcp`) with a bearer token."""
-    return {"transport": "streamable_http", "url": url, "headers": {"Authorization": f"Bearer {token}"}}
+    return {
+        "transport": "streamable_http",
+        "url": url,
+        "headers": {"Authorization": f"Bearer {token}"},
+    }
 
 
 async def diagnose_stdio(
-    aci: str, store: str, run_id: str, turns: Sequence[Sequence[tuple[str, str, dict[str, Any]]]] = DIAGNOSIS
+    aci: str,
+    store: str,
+    run_id: str,
+    turns: Sequence[Sequence[tuple[str, str, dict[str, Any]]]] = DIAGNOSIS,
 ) -> str:
     """The diagnosis over one stdio session, forwarding the runtime's ids as `_meta`."""
     client = MultiServerMCPClient({"aci": stdio_connection(aci, store, run_id)})
     async with client.session("aci") as session:
-        tools = await load_mcp_tools(session, tool_interceptors=[ForwardToolCallId(session)], server_name="aci")
+        tools = await load_mcp_tools(
+            session, tool_interceptors=[ForwardToolCallId(session)], server_name="aci"
+        )
         return await run_agent(tools, run_id, turns)
 
 
 async def diagnose_http(
-    url: str, token: str, run_id: str, turns: Sequence[Sequence[tuple[str, str, dict[str, Any]]]] = DIAGNOSIS
+    url: str,
+    token: str,
+    run_id: str,
+    turns: Sequence[Sequence[tuple[str, str, dict[str, Any]]]] = DIAGNOSIS,
 ) -> str:
     """The diagnosis over Streamable HTTP, forwarding the runtime's ids as headers."""
-    client = MultiServerMCPClient({"aci": http_connection(url, token)}, tool_interceptors=[ForwardToolCallId()])
+    client = MultiServerMCPClient(
+        {"aci": http_connection(url, token)}, tool_interceptors=[ForwardToolCallId()]
+    )
     return await run_agent(await client.get_tools(), run_id, turns)
 
 
@@ -189,7 +220,9 @@ def main() -> None:
     parser.add_argument("--store", default="memory")
     parser.add_argument("--run-id", default="incident-43")
     parser.add_argument("--http", metavar="URL", help="aci serve --http endpoint instead of stdio")
-    parser.add_argument("--token-env", default="ACI_TOKEN", help="variable holding the bearer token")
+    parser.add_argument(
+        "--token-env", default="ACI_TOKEN", help="variable holding the bearer token"
+    )
     args = parser.parse_args()
     if args.http:
         answer = asyncio.run(diagnose_http(args.http, os.environ[args.token_env], args.run_id))

@@ -95,14 +95,13 @@ def final_answer(call: ModelCall) -> list[Any]:
     """The scripted model's last turn: a diagnosis citing each observation by its id."""
     lines = ["Diagnosis: the order service's database connection pool is exhausted."]
     for observation in observations(call):
-        cite = f"[cite:{observation['tool_call_id']}]"
-        status = observation.get("evidence_status")
+        call_id, status = observation["tool_call_id"], observation["evidence_status"]
         if status == "EVIDENCE_FOUND":
-            lines.append(f"- evidence {cite}")
+            lines.append(f"- evidence [cite:{call_id}]")
         elif status == "NO_EVIDENCE":
-            lines.append(f"- nothing found within the scope queried {cite}")
+            lines.append(f"- nothing found within the scope queried [cite:{call_id}]")
         else:
-            lines.append(f"- {observation.get('tool_call_id')} failed: {observation.get('error_code')} (not cited)")
+            lines.append(f"- {call_id} failed: {observation['error_code']} (not cited)")
     return [assistant_message("\n".join(lines))]
 
 
@@ -147,7 +146,9 @@ def main() -> None:
     parser.add_argument("--store", default="memory")
     parser.add_argument("--run-id", default="incident-42")
     parser.add_argument("--http", metavar="URL", help="aci serve --http endpoint instead of stdio")
-    parser.add_argument("--token-env", default="ACI_TOKEN", help="variable holding the bearer token")
+    parser.add_argument(
+        "--token-env", default="ACI_TOKEN", help="variable holding the bearer token"
+    )
     args = parser.parse_args()
     if args.http:
         server: MCPServer = http_server(args.http, os.environ[args.token_env])

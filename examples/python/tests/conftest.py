@@ -64,8 +64,21 @@ def _spawn_redis(redis_server: str, workdir: str) -> tuple[subprocess.Popen[byte
     for _ in range(5):
         port = _free_port()
         proc = subprocess.Popen(
-            [redis_server, "--bind", "127.0.0.1", "--port", str(port), "--save", "",
-             "--appendonly", "no", "--dir", workdir, "--maxmemory-policy", "noeviction"],
+            [
+                redis_server,
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                workdir,
+                "--maxmemory-policy",
+                "noeviction",
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -83,7 +96,9 @@ def _spawn_redis(redis_server: str, workdir: str) -> tuple[subprocess.Popen[byte
 def aci_bin() -> str:
     path = _aci_path()
     if not os.access(path, os.X_OK):
-        pytest.fail(f"no aci binary at {path}: run `cargo build -p aci-cli` or set ACI_BIN", pytrace=False)
+        pytest.fail(
+            f"no aci binary at {path}: run `cargo build -p aci-cli` or set ACI_BIN", pytrace=False
+        )
     return str(path)
 
 
@@ -95,8 +110,8 @@ def redis_url() -> Iterator[str]:
     redis_server = shutil.which("redis-server")
     if redis_server is None:
         pytest.fail(
-            "these tests need a real Redis: install redis-server (Debian: apt-get install redis-server) "
-            "or set REDIS_URL",
+            "these tests need a real Redis: install redis-server "
+            "(Debian: apt-get install redis-server) or set REDIS_URL",
             pytrace=False,
         )
     with tempfile.TemporaryDirectory(prefix="aci-py-redis-") as workdir:
@@ -123,7 +138,10 @@ class Aci:
     def inspect(self, run: str) -> list[dict[str, Any]]:
         out = subprocess.run(
             [self.bin, "inspect", "--run", run, "--store", self.store, "--json"],
-            capture_output=True, text=True, timeout=60, check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
         assert out.returncode == 0, f"aci inspect failed ({out.returncode}): {out.stderr}"
         return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
@@ -132,7 +150,10 @@ class Aci:
         """The exit status, and each citation's verdict by citation."""
         out = subprocess.run(
             [self.bin, "verify", "--run", run, "--store", self.store, *ids],
-            capture_output=True, text=True, timeout=60, check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
         assert out.returncode in (0, 2), f"aci verify failed ({out.returncode}): {out.stderr}"
         checks = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]

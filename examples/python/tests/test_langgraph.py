@@ -52,11 +52,27 @@ def test_a_repeated_runtime_id_is_duplicate_and_runs_once(aci, run_id):
 def test_the_default_client_makes_ten_calls_in_one_run_without_duplicate(aci, run_id):
     # The adapter's default client, no interceptor: a new MCP session (a new
     # `aci serve` process) per call, each sending JSON-RPC id 1 and no `_meta`.
-    queries = ["connection is not available", "HikariPool-1", "CannotGetJdbcConnectionException",
-               "active=20", "503", "timeout", "order", "request timed out", "Connection", "pool"]
+    queries = [
+        "connection is not available",
+        "HikariPool-1",
+        "CannotGetJdbcConnectionException",
+        "active=20",
+        "503",
+        "timeout",
+        "order",
+        "request timed out",
+        "Connection",
+        "pool",
+    ]
     turns = [
-        [(f"call_D{2 * t + i}", "query_logs", {"topic": "APPLICATION", "query": queries[2 * t + i]})
-         for i in range(2)]
+        [
+            (
+                f"call_D{2 * t + i}",
+                "query_logs",
+                {"topic": "APPLICATION", "query": queries[2 * t + i]},
+            )
+            for i in range(2)
+        ]
         for t in range(5)
     ]
 
