@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 
 from langchain_mcp_adapters.client import MultiServerMCPClient
 
@@ -88,6 +89,8 @@ def test_the_default_client_makes_ten_calls_in_one_run_without_duplicate(aci, ru
     assert all(r["status"] == "READY" for r in records), records
     ids = [r["tool_call_id"] for r in records]
     assert len(set(ids)) == 10, ids
+    # The documented composed form: mcp:<session>:<JSON-RPC id>, the session being the process.
+    assert all(re.fullmatch(r"mcp:stdio-[0-9a-f]{16}:[0-9]+", i) for i in ids), ids
     # No framework id reached the server: the records carry the ids it composed,
     # and those are what the observations told the model to cite.
     assert sorted(citations(answer)) == sorted(ids), answer
