@@ -69,7 +69,10 @@ def stdio_server(aci: str, store: str, run_id: str) -> MCPServerStdio:
 
 
 def http_server(url: str, token: str) -> MCPServerStreamableHttp:
-    """`aci serve --http` at `url` (for example `http://127.0.0.1:8080/mcp`) with a bearer token."""
+    """`aci serve --http` at `url` (e.g. `http://127.0.0.1:8080/mcp`) with a bearer token.
+
+    Written for issue 16's HTTP server; not covered by the tests yet.
+    """
     return MCPServerStreamableHttp(
         name="aci",
         params={"url": url, "headers": {"Authorization": f"Bearer {token}"}, "timeout": 60},
