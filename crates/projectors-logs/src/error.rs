@@ -24,6 +24,18 @@ pub enum Error {
         #[source]
         source: Option<BoxError>,
     },
+    /// The source has no logs configured for the topic.
+    #[error("no log source is configured for the topic")]
+    TopicNotConfigured,
+    /// A `[logs]` topic's configuration is invalid (names the topic and the
+    /// rule, never a path).
+    #[error("logs topic {}: {rule}", topic.as_str())]
+    InvalidConfig {
+        /// The topic.
+        topic: aci_contracts::LogTopic,
+        /// The broken rule.
+        rule: &'static str,
+    },
     /// The log source refused the query (for example a syntax it cannot run).
     #[error("log source rejected the query")]
     QueryRejected,
@@ -45,6 +57,8 @@ impl Error {
     pub const fn code(&self) -> &'static str {
         match self {
             Self::SourceUnavailable { .. } => "SOURCE_UNAVAILABLE",
+            Self::TopicNotConfigured => "TOPIC_NOT_CONFIGURED",
+            Self::InvalidConfig { .. } => "INVALID_CONFIG",
             Self::QueryRejected => "QUERY_REJECTED",
             Self::InvalidBounds(_) => "INVALID_BOUNDS",
             Self::QueryTooLong => "QUERY_TOO_LONG",
@@ -81,6 +95,12 @@ impl fmt::Debug for Error {
                 .field("retryable", retryable)
                 .field("has_source", &source.is_some())
                 .finish(),
+            Self::TopicNotConfigured => f.write_str("TopicNotConfigured"),
+            Self::InvalidConfig { topic, rule } => f
+                .debug_struct("InvalidConfig")
+                .field("topic", topic)
+                .field("rule", rule)
+                .finish(),
             Self::QueryRejected => f.write_str("QueryRejected"),
             Self::InvalidBounds(rule) => f.debug_tuple("InvalidBounds").field(rule).finish(),
             Self::QueryTooLong => f.write_str("QueryTooLong"),
@@ -102,6 +122,7 @@ mod tests {
                 true,
             ),
             (Error::QueryRejected, "QUERY_REJECTED", false),
+            (Error::TopicNotConfigured, "TOPIC_NOT_CONFIGURED", false),
             (Error::InvalidBounds("max_events"), "INVALID_BOUNDS", false),
             (Error::QueryTooLong, "QUERY_TOO_LONG", false),
             (Error::InconsistentRaw("window"), "INCONSISTENT_RAW", false),

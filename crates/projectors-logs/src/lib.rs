@@ -26,6 +26,7 @@
 
 mod error;
 mod executor;
+pub mod file;
 pub mod mask;
 mod mock;
 mod projector;
@@ -40,6 +41,7 @@ use invocation_core::ToolSpec;
 
 pub use error::{Error, Result};
 pub use executor::{LogExecutor, RawLogResponse, resolve_window};
+pub use file::{FileLogSource, LogFormat, LogsConfig, ScanStats, TopicConfig};
 pub use mock::MockLogSource;
 pub use projector::{LogBounds, LogProjector, SOURCE_KIND_SLACK_BYTES};
 pub use scope::{normalize_query, query_logs_scope};

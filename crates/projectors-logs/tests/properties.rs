@@ -191,6 +191,7 @@ fn raw() -> impl Strategy<Value = RawLogResponse> {
                 end_time: Timestamp::from_unix_millis(end),
                 match_count,
                 events,
+                stats: None,
             }
         })
 }
