@@ -25,7 +25,9 @@ use std::time::{Duration, Instant};
 
 use aci_contracts::{LogTopic, RunId, Timestamp};
 use invocation_core::{Clock, ManualClock, RunContext, ToolBoundary, ToolEnvelope};
-use projectors_logs::{FileLogSource, LogFormat, LogsConfig, TopicConfig, query_logs_tool};
+use projectors_logs::{
+    FileLogSource, LogFormat, LogQuery, LogsConfig, TopicConfig, query_logs_tool,
+};
 use serde_json::json;
 use store_memory::MemoryStore;
 
@@ -193,6 +195,7 @@ fn main() {
         max_raw_events: None,
     })
     .unwrap();
+    let direct = source.clone();
     let clock = ManualClock::new(Timestamp::from_unix_millis(generated.last_ms));
     let shared: Arc<dyn Clock> = Arc::new(clock.clone());
     let boundary = ToolBoundary::builder(Arc::new(MemoryStore::with_clock(Arc::clone(&shared))))
@@ -230,6 +233,21 @@ fn main() {
     let middle_ms = FIRST_MS + SPAN_HOURS * HOUR_MS / 2;
     for (name, end_ms) in [("end", generated.last_ms), ("middle", middle_ms)] {
         let (query, matches) = best_of(3, || query_logs(end_ms));
+        let (direct_time, (_, stats)) = best_of(1, || {
+            direct
+                .query_blocking(&LogQuery {
+                    topic: LogTopic::Application,
+                    query: "timeout".into(),
+                    start: Timestamp::from_unix_millis(end_ms - HOUR_MS),
+                    end: Timestamp::from_unix_millis(end_ms),
+                })
+                .unwrap()
+        });
+        println!(
+            "  the source alone: {direct_time:.2?}, read {} KiB ({} files read whole)",
+            stats.bytes_read >> 10,
+            stats.files_full_scan
+        );
         let (from, to) = window_bytes(&generated, end_ms - HOUR_MS, end_ms);
         let window = dir.path().join(format!("window-{name}.log"));
         copy_range(&path, &window, from, to);

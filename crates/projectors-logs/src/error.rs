@@ -87,6 +87,24 @@ impl Error {
     }
 }
 
+/// The port error shape: the agent-safe category and retryability are data,
+/// so the executor converts with the one blanket `From` into
+/// [`ExecutionError`](invocation_core::ExecutionError).
+impl invocation_core::SourceError for Error {
+    fn kind(&self) -> invocation_core::ExecutionErrorKind {
+        use invocation_core::ExecutionErrorKind as Kind;
+        match self {
+            Self::QueryRejected => Kind::QueryRejected,
+            Self::TopicNotConfigured => Kind::DataSourceUnknown,
+            _ => Kind::Failed,
+        }
+    }
+
+    fn retryable(&self) -> bool {
+        self.is_retryable()
+    }
+}
+
 impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -132,6 +150,13 @@ mod tests {
             assert_eq!(error.is_retryable(), retryable);
             let shown = format!("{error} {error:?}");
             assert!(!shown.contains("secret"), "{shown}");
+            let execution = invocation_core::ExecutionError::from(error);
+            assert_eq!(execution.retryable(), retryable, "{code}");
         }
+        let kind = |e: Error| invocation_core::ExecutionError::from(e).kind();
+        use invocation_core::ExecutionErrorKind as Kind;
+        assert_eq!(kind(Error::TopicNotConfigured), Kind::DataSourceUnknown);
+        assert_eq!(kind(Error::QueryRejected), Kind::QueryRejected);
+        assert_eq!(kind(Error::unavailable(true, "x")), Kind::Failed);
     }
 }

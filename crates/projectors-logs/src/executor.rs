@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use invocation_core::{ExecutionContext, ExecutionError, ExecutionErrorKind, Executor};
 use serde::{Deserialize, Serialize};
 
-use crate::{Error, LogQuery, LogSource, RawLogEvent, ScanStats};
+use crate::{LogQuery, LogSource, RawLogEvent, ScanStats};
 
 /// The raw response of one `query_logs` call, recorded for the harness.
 ///
@@ -96,15 +96,7 @@ impl Executor for LogExecutor {
             .source
             .query(&query)
             .await
-            .map_err(|error| match error {
-                Error::QueryRejected => {
-                    ExecutionError::with_source(ExecutionErrorKind::QueryRejected, error)
-                }
-                Error::TopicNotConfigured => {
-                    ExecutionError::with_source(ExecutionErrorKind::DataSourceUnknown, error)
-                }
-                other => ExecutionError::failed(other),
-            })?;
+            .map_err(ExecutionError::from)?;
         Ok(RawLogResponse {
             source_kind: self.source.source_kind(),
             topic: query.topic,

@@ -44,7 +44,7 @@ pub use executor::{LogExecutor, RawLogResponse, resolve_window};
 pub use file::{FileLogSource, LogFormat, LogsConfig, ScanStats, TopicConfig};
 pub use mock::MockLogSource;
 pub use projector::{LogBounds, LogProjector, SOURCE_KIND_SLACK_BYTES};
-pub use scope::{normalize_query, query_logs_scope};
+pub use scope::{lowercase_collapsed_query, query_logs_scope};
 pub use source::{LogMatches, LogQuery, LogSource, RawLogEvent};
 
 /// Longest query, in JSON-escaped UTF-8 bytes, that the projector budgets for

@@ -5,7 +5,8 @@
 //!
 //! Parsing every line would cost far more than searching bytes, so lines are
 //! first searched for one word (the longest all-ASCII one), ASCII
-//! case-insensitively, with `aho-corasick`; only lines with a hit are parsed
+//! case-insensitively, with `regex` (bytes, no Unicode: its SIMD literal
+//! search, as ripgrep's); only lines with a hit are parsed
 //! and matched exactly. The prefilter must be a superset of the matches, so
 //! it also hits on whatever could hide the word from a byte search:
 //!
@@ -19,7 +20,7 @@
 //! Without an all-ASCII word (or for the slow log, whose message is masked)
 //! every entry is parsed.
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
+use regex::bytes::{Regex, RegexBuilder};
 
 use super::formats::Escapes;
 
@@ -27,7 +28,7 @@ use super::formats::Escapes;
 #[derive(Debug, Clone)]
 pub(crate) struct Matcher {
     words: Vec<String>,
-    prefilter: Option<AhoCorasick>,
+    prefilter: Option<Regex>,
 }
 
 impl Matcher {
@@ -38,7 +39,7 @@ impl Matcher {
     }
 
     /// The prefilter, when lines may be skipped without parsing.
-    pub(crate) const fn prefilter(&self) -> Option<&AhoCorasick> {
+    pub(crate) const fn prefilter(&self) -> Option<&Regex> {
         self.prefilter.as_ref()
     }
 
@@ -52,31 +53,31 @@ impl Matcher {
     }
 }
 
-fn prefilter(words: &[String], escapes: Escapes) -> Option<AhoCorasick> {
+fn prefilter(words: &[String], escapes: Escapes) -> Option<Regex> {
     let needle = words
         .iter()
         .filter(|w| w.is_ascii() && !w.is_empty())
         .max_by_key(|w| w.len())?;
-    let mut patterns: Vec<&[u8]> = vec![needle.as_bytes()];
+    let mut patterns: Vec<String> = vec![regex::escape(needle)];
     if needle.contains(['i', 'k']) {
-        patterns.push("\u{130}".as_bytes());
-        patterns.push("\u{212a}".as_bytes());
+        // U+0130 and U+212A in UTF-8.
+        patterns.push(r"\xC4\xB0".to_owned());
+        patterns.push(r"\xE2\x84\xAA".to_owned());
     }
     let escapable = needle
         .bytes()
         .any(|b| matches!(b, b'"' | b'\\' | b'/') || b < 0x20 || b == 0x7f);
     match escapes {
         Escapes::None => {}
-        Escapes::Backslash if escapable => patterns.push(b"\\"),
+        Escapes::Backslash if escapable => patterns.push(r"\\".to_owned()),
         Escapes::Backslash => {}
-        Escapes::Json if escapable => patterns.push(b"\\"),
-        Escapes::Json => patterns.push(b"\\u"),
+        Escapes::Json if escapable => patterns.push(r"\\".to_owned()),
+        Escapes::Json => patterns.push(r"\\u".to_owned()),
     }
-    AhoCorasickBuilder::new()
-        .ascii_case_insensitive(true)
-        .match_kind(MatchKind::LeftmostFirst)
-        .kind(Some(AhoCorasickKind::DFA))
-        .build(patterns)
+    RegexBuilder::new(&patterns.join("|"))
+        .case_insensitive(true)
+        .unicode(false)
+        .build()
         .ok()
 }
 
@@ -85,7 +86,7 @@ mod tests {
     use super::*;
 
     fn hits(m: &Matcher, line: &str) -> bool {
-        m.prefilter().is_none_or(|p| p.is_match(line))
+        m.prefilter().is_none_or(|p| p.is_match(line.as_bytes()))
     }
 
     #[test]
