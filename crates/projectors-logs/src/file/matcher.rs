@@ -28,7 +28,33 @@ use super::formats::Escapes;
 #[derive(Debug, Clone)]
 pub(crate) struct Matcher {
     words: Vec<String>,
-    prefilter: Option<Regex>,
+    prefilter: Option<Prefilter>,
+}
+
+/// The needle alone, and with the alternatives that may hide it; a chunk of
+/// lines without a byte that starts an alternative is searched for the
+/// needle alone (a single case-insensitive literal, the fastest search).
+#[derive(Debug, Clone)]
+pub(crate) struct Prefilter {
+    needle: Regex,
+    full: Regex,
+    /// Whether the alternatives include U+0130 / U+212A (first bytes C4, E2).
+    special: bool,
+    /// Whether the alternatives include a backslash escape.
+    escape: bool,
+}
+
+impl Prefilter {
+    /// The search to run over `chunk`.
+    pub(crate) fn for_chunk(&self, chunk: &[u8]) -> &Regex {
+        let special = self.special && memchr::memchr2(0xc4, 0xe2, chunk).is_some();
+        let escape = self.escape && memchr::memchr(b'\\', chunk).is_some();
+        if special || escape {
+            &self.full
+        } else {
+            &self.needle
+        }
+    }
 }
 
 impl Matcher {
@@ -39,7 +65,7 @@ impl Matcher {
     }
 
     /// The prefilter, when lines may be skipped without parsing.
-    pub(crate) const fn prefilter(&self) -> Option<&Regex> {
+    pub(crate) const fn prefilter(&self) -> Option<&Prefilter> {
         self.prefilter.as_ref()
     }
 
@@ -53,13 +79,14 @@ impl Matcher {
     }
 }
 
-fn prefilter(words: &[String], escapes: Escapes) -> Option<Regex> {
+fn prefilter(words: &[String], escapes: Escapes) -> Option<Prefilter> {
     let needle = words
         .iter()
         .filter(|w| w.is_ascii() && !w.is_empty())
         .max_by_key(|w| w.len())?;
     let mut patterns: Vec<String> = vec![regex::escape(needle)];
-    if needle.contains(['i', 'k']) {
+    let special = needle.contains(['i', 'k']);
+    if special {
         // U+0130 and U+212A in UTF-8.
         patterns.push(r"\xC4\xB0".to_owned());
         patterns.push(r"\xE2\x84\xAA".to_owned());
@@ -74,11 +101,20 @@ fn prefilter(words: &[String], escapes: Escapes) -> Option<Regex> {
         Escapes::Json if escapable => patterns.push(r"\\".to_owned()),
         Escapes::Json => patterns.push(r"\\u".to_owned()),
     }
-    RegexBuilder::new(&patterns.join("|"))
-        .case_insensitive(true)
-        .unicode(false)
-        .build()
-        .ok()
+    let escape = patterns.len() > 1 + 2 * usize::from(special);
+    let build = |pattern: &str| {
+        RegexBuilder::new(pattern)
+            .case_insensitive(true)
+            .unicode(false)
+            .build()
+            .ok()
+    };
+    Some(Prefilter {
+        needle: build(&patterns[0])?,
+        full: build(&patterns.join("|"))?,
+        special,
+        escape,
+    })
 }
 
 #[cfg(test)]
@@ -86,7 +122,8 @@ mod tests {
     use super::*;
 
     fn hits(m: &Matcher, line: &str) -> bool {
-        m.prefilter().is_none_or(|p| p.is_match(line.as_bytes()))
+        m.prefilter()
+            .is_none_or(|p| p.for_chunk(line.as_bytes()).is_match(line.as_bytes()))
     }
 
     #[test]

@@ -455,7 +455,8 @@ impl Search<'_> {
             self.cancel,
             stats,
             |chunk, base, stats| match prefilter {
-                Some(automaton) => {
+                Some(prefilter) => {
+                    let automaton = prefilter.for_chunk(chunk);
                     let mut pos = 0;
                     while pos < chunk.len() {
                         let Some(hit) = automaton.find(&chunk[pos..]) else {
