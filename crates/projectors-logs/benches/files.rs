@@ -248,6 +248,17 @@ fn main() {
             stats.bytes_read >> 10,
             stats.files_full_scan
         );
+        let (absent_time, _) = best_of(3, || {
+            direct
+                .query_blocking(&LogQuery {
+                    topic: LogTopic::Application,
+                    query: "qzxv".into(),
+                    start: Timestamp::from_unix_millis(end_ms - HOUR_MS),
+                    end: Timestamp::from_unix_millis(end_ms),
+                })
+                .unwrap()
+        });
+        println!("  the source alone, a word that never occurs: {absent_time:.2?}");
         let (from, to) = window_bytes(&generated, end_ms - HOUR_MS, end_ms);
         let window = dir.path().join(format!("window-{name}.log"));
         copy_range(&path, &window, from, to);

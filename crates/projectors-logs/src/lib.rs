@@ -32,7 +32,6 @@ mod mock;
 mod projector;
 mod scope;
 mod source;
-pub mod text;
 
 use std::sync::Arc;
 
@@ -61,7 +60,8 @@ pub const MAX_QUERY_BYTES: usize = aci_contracts::MAX_QUERY_JSON_BYTES;
 /// implied by it, a query of at most [`MAX_QUERY_BYTES`] as JSON.
 #[must_use]
 pub fn request_is_valid(request: &QueryLogsRequest) -> bool {
-    request.validate().is_ok() && text::escaped_len(&request.query) <= MAX_QUERY_BYTES
+    request.validate().is_ok()
+        && invocation_core::json_size::escaped_len(&request.query) <= MAX_QUERY_BYTES
 }
 
 /// The frozen `query_logs` tool over `source`, with the default bounds.

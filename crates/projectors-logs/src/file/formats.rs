@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use super::time::{TimeRule, parse_bsd, parse_rfc3339};
 use crate::RawLogEvent;
-use crate::text::escaped_len;
+use invocation_core::json_size::{escaped_len, serialized_len};
 
 /// Bytes of JSON the extra fields of one event may take in the raw record.
 pub(crate) const FIELDS_BUDGET: usize = 1024;
@@ -92,8 +92,7 @@ impl Fields {
             "timestamp" | "level" | "message" | "fields_truncated" => format!("_{key}"),
             other => other.to_owned(),
         };
-        let cost =
-            escaped_len(&key) + serde_json::to_string(&value).map_or(usize::MAX, |s| s.len());
+        let cost = escaped_len(&key) + serialized_len(&value).unwrap_or(usize::MAX);
         if self.used.saturating_add(cost).saturating_add(4) <= FIELDS_BUDGET {
             self.used += cost + 4;
             self.map.insert(key, value);

@@ -19,8 +19,8 @@ use super::matcher::Matcher;
 use super::paths::LogFile;
 use super::slowlog::{Finished, SlowLogParser};
 use super::time::TimeRule;
-use crate::text::truncate_escaped;
 use crate::{LogQuery, RawLogEvent};
+use invocation_core::json_size::escaped_prefix;
 
 /// Bytes read per `read` call.
 const CHUNK: usize = 2 * 1024 * 1024;
@@ -144,7 +144,7 @@ impl Collector {
                 _ => return,
             }
         }
-        let (kept, cut) = truncate_escaped(&event.message, MAX_RAW_MESSAGE_BYTES);
+        let (kept, cut) = escaped_prefix(&event.message, MAX_RAW_MESSAGE_BYTES);
         if cut {
             event.message = kept.to_owned();
             event
