@@ -7,7 +7,7 @@ use aci_contracts::RunId;
 use invocation_core::{
     Clock, InvalidLimit, InvocationStore, Limits, RunContext, SystemClock, ToolBoundary,
 };
-use projectors_logs::{MockLogSource, query_logs_tool};
+use projectors_logs::{FileLogSource, MockLogSource, query_logs_tool};
 use projectors_mysql::{MysqlAsyncExecutor, query_mysql_tool};
 use projectors_rag::{MarkdownKnowledgeBase, Progress, lookup_knowledge_tool};
 use store_memory::MemoryStore;
@@ -110,7 +110,7 @@ impl App {
             .clock(Arc::clone(&clock))
             .limits(limits)
             .tool(lookup_knowledge_tool(knowledge))
-            .tool(query_logs_tool(MockLogSource::new()))
+            .tool(logs_tool(config)?)
             .tool(query_mysql_tool(mysql))
             .build()
             .map_err(|e| CliError::config(format!("tools: {e}")))?;
@@ -135,6 +135,21 @@ impl App {
         ctx.tool_budgets = self.run.tool_budgets.clone();
         ctx
     }
+}
+
+/// `query_logs` over the configured files, or over the mock without `[logs]` topics.
+fn logs_tool(
+    config: &Config,
+) -> Result<
+    invocation_core::ToolSpec<projectors_logs::LogExecutor, projectors_logs::LogProjector>,
+    CliError,
+> {
+    if !config.logs.is_configured() {
+        return Ok(query_logs_tool(MockLogSource::new()));
+    }
+    let source =
+        FileLogSource::new(&config.logs).map_err(|e| CliError::config(format!("logs: {e}")))?;
+    Ok(query_logs_tool(source))
 }
 
 /// `[limits]` over the defaults; a zero is a configuration error naming its key.

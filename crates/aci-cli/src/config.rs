@@ -47,11 +47,22 @@
 //! max_rows = 100             # rows fetched per statement
 //! timeout_ms = 10000         # server-side statement time limit
 //! client_timeout_ms = 11000  # then the statement is killed (default: timeout_ms + 1000)
+//!
+//! [logs]                      # without topics, query_logs reads the mock incident
+//! max_raw_events = 200        # most recent matches kept per call
+//! [logs.topics.APPLICATION]   # APPLICATION | DATABASE_SLOW_QUERY | SYSTEM_EVENTS
+//! dir = "/var/log/order-service"   # nothing outside it is opened
+//! files = ["app.log*"]        # file-name globs in dir (rotated and .gz files)
+//! format = "json_lines"       # json_lines | logfmt | syslog | mysql_slow
+//! time_key = "ts"             # json_lines/logfmt keys; level_key, message_key too
+//! timestamp = "rfc3339"       # or epoch_seconds, epoch_millis, a strftime layout
+//! time_zone = "UTC"           # of times without an offset: UTC or ±HH:MM
 //! ```
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use projectors_logs::LogsConfig;
 use projectors_mysql::MysqlConfig;
 use serde::Deserialize;
 
@@ -75,6 +86,8 @@ pub(crate) struct Config {
     pub(crate) serve: ServeSection,
     #[serde(default)]
     pub(crate) mysql: MysqlConfig,
+    #[serde(default)]
+    pub(crate) logs: LogsConfig,
 }
 
 /// `[redis]`.
