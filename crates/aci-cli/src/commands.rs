@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use crate::app::{App, StoreSpec};
 use crate::config::Config;
 use crate::error::CliError;
-use crate::{Command, StoreArgs, mcp, pretty};
+use crate::{Command, StoreArgs, http, mcp, pretty};
 
 /// Tool definition formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +46,36 @@ pub(crate) async fn run(command: Command) -> Result<ExitCode, CliError> {
             store,
         } => inspect(&store, &run, json || raw, raw).await,
         Command::Verify { run, ids, store } => verify(&store, &run, &ids).await,
-        Command::Serve { run_id, store } => {
+        Command::Serve {
+            run_id,
+            http: Some(addr),
+            insecure_no_auth,
+            store,
+        } => {
+            debug_assert!(run_id.is_none(), "clap: --run-id conflicts with --http");
+            let config = load_config(&store)?;
+            let spec = StoreSpec::parse(
+                store
+                    .store
+                    .as_deref()
+                    .or(config.store.as_deref())
+                    .unwrap_or("memory"),
+            )?;
+            let app = App::build(&config, store.store.as_deref()).await?;
+            let options = http::HttpOptions {
+                addr,
+                insecure_no_auth,
+                shared_store: spec.is_shared(),
+            };
+            http::serve(app, &config, options).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Serve {
+            run_id,
+            http: None,
+            store,
+            ..
+        } => {
             let config = load_config(&store)?;
             let run_id = match run_id {
                 Some(id) => parse_run_id(&id)?,

@@ -42,6 +42,9 @@
 //! timeout_ms = 10000         # server-side statement time limit
 //! client_timeout_ms = 11000  # then the statement is killed (default: timeout_ms + 1000)
 //! ```
+//!
+//! `aci serve --http` adds `[auth]` and `[serve]`, documented in
+//! [`crate::http::config`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -50,6 +53,7 @@ use projectors_mysql::MysqlConfig;
 use serde::Deserialize;
 
 use crate::error::CliError;
+pub(crate) use crate::http::config::{AuthSection, ServeSection};
 
 /// The whole configuration file.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -67,6 +71,12 @@ pub(crate) struct Config {
     pub(crate) knowledge: KnowledgeSection,
     #[serde(default)]
     pub(crate) mysql: MysqlConfig,
+    /// `[auth]`: bearer tokens of `aci serve --http`.
+    #[serde(default)]
+    pub(crate) auth: AuthSection,
+    /// `[serve]`: bounds of `aci serve --http`.
+    #[serde(default)]
+    pub(crate) serve: ServeSection,
 }
 
 /// `[redis]`.

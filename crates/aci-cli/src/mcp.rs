@@ -64,7 +64,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use aci_contracts::{RunId, tool_definitions};
-use invocation_core::{BoundaryOutcome, ToolEnvelope};
+use invocation_core::{BoundaryOutcome, ModelObservation, ToolEnvelope};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ProtocolVersion, RequestId, RequestMetaObject,
@@ -254,9 +254,7 @@ impl AciServer {
 
 impl ServerHandler for AciServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("aci", env!("CARGO_PKG_VERSION")))
-            .with_protocol_version(ProtocolVersion::LATEST)
+        server_config()
     }
 
     async fn list_tools(
@@ -277,10 +275,23 @@ impl ServerHandler for AciServer {
     }
 }
 
+/// What the server says of itself: `aci`, this version, tools only, the
+/// newest protocol revision (shared with the HTTP server).
+pub(crate) fn server_config() -> ServerConfig {
+    ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        .with_server_info(Implementation::new("aci", env!("CARGO_PKG_VERSION")))
+        .with_protocol_version(ProtocolVersion::LATEST)
+}
+
 /// The MCP result of a call: the observation as `structuredContent` and as
 /// one text block; `isError` when the call is ERROR. Nothing else.
 fn call_result(outcome: &BoundaryOutcome) -> CallToolResult {
-    let observation = &outcome.observation;
+    observation_result(&outcome.observation)
+}
+
+/// The MCP result of an observation (shared with the HTTP server, which also
+/// answers calls refused before the boundary).
+pub(crate) fn observation_result(observation: &ModelObservation) -> CallToolResult {
     let text = vec![ContentBlock::text(observation.to_json_string())];
     let mut result = if observation.is_error() {
         CallToolResult::error(text)
@@ -293,7 +304,7 @@ fn call_result(outcome: &BoundaryOutcome) -> CallToolResult {
 
 /// The three frozen tools as rmcp tools, carrying exactly the JSON of
 /// [`ToolDefinition::to_mcp`](aci_contracts::ToolDefinition::to_mcp).
-fn mcp_tools() -> Result<Vec<Tool>, serde_json::Error> {
+pub(crate) fn mcp_tools() -> Result<Vec<Tool>, serde_json::Error> {
     tool_definitions()
         .iter()
         .map(|definition| serde_json::from_value(definition.to_mcp()))
@@ -356,7 +367,7 @@ impl CallIds {
 
 /// The text of a `_meta` id: a JSON string as given; anything else is not an
 /// id, so the boundary gets empty text (which no id rule accepts).
-fn meta_text(value: &Value) -> String {
+pub(crate) fn meta_text(value: &Value) -> String {
     value.as_str().map(str::to_owned).unwrap_or_default()
 }
 

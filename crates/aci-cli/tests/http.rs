@@ -1,0 +1,450 @@
+//! End to end over real sockets: `aci serve --http` child processes, driven by
+//! the rmcp client over Streamable HTTP and by raw HTTP requests.
+//!
+//! Every `structuredContent` is validated against the frozen schemas.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::path::PathBuf;
+
+use rmcp::model::Tool;
+use serde_json::{Value, json};
+use support::contract::{check, error_code, frozen_tools, ids, params};
+use support::keys::{SigningKey, claims, jwks, now};
+use support::replica::{Replica, get, post_call, post_json};
+use support::{HANG_GUARD, sha256_hex, temp_file, unique};
+
+const ISSUER: &str = "https://login.example.test/";
+const AUDIENCE: &str = "aci";
+
+/// A static token and its principal.
+const TOKEN_A: &str = "token-of-oncall-bot-7f3a";
+const TOKEN_B: &str = "token-of-other-bot-91c2";
+
+/// The issuer's keys: RS256, ES256 and EdDSA.
+struct Keys {
+    rsa: SigningKey,
+    ec: SigningKey,
+    ed: SigningKey,
+}
+
+impl Keys {
+    fn new() -> Self {
+        Self {
+            rsa: SigningKey::rsa(),
+            ec: SigningKey::es256("test-ec"),
+            ed: SigningKey::ed25519("test-ed"),
+        }
+    }
+}
+
+/// A config with two static tokens (`oncall-bot`, `other-bot`) and the JWT
+/// issuer of `keys`, plus `extra` TOML.
+fn config(keys: &Keys, extra: &str) -> PathBuf {
+    let jwks_file = temp_file("jwks.json", &jwks(&[&keys.rsa, &keys.ec, &keys.ed]));
+    let toml = format!(
+        r#"{extra}
+[auth.tokens.oncall-bot]
+sha256 = "{a}"
+[auth.tokens.other-bot]
+sha256 = "{b}"
+[auth.jwt]
+issuer = "{ISSUER}"
+audience = "{AUDIENCE}"
+jwks_file = "{jwks}"
+leeway_secs = 5
+"#,
+        a = sha256_hex(TOKEN_A),
+        b = sha256_hex(TOKEN_B),
+        jwks = jwks_file.display(),
+    );
+    temp_file("config.toml", &toml)
+}
+
+async fn call(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    tool: &str,
+    arguments: Value,
+    meta: Value,
+) -> Value {
+    let result = tokio::time::timeout(HANG_GUARD, client.call_tool(params(tool, arguments, meta)))
+        .await
+        .unwrap()
+        .unwrap();
+    check(tool, &result)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_rmcp_client_lists_and_calls_each_tool() {
+    let keys = Keys::new();
+    let replica = Replica::start(&config(&keys, ""), "memory", &[]).await;
+    let client = replica.client("/mcp", Some(TOKEN_A)).await;
+    let info = client.peer_info().unwrap();
+    assert_eq!(info.server_info.as_ref().unwrap().name, "aci");
+
+    let tools: Vec<Tool> = client.list_all_tools().await.unwrap();
+    let listed: Vec<Value> = tools
+        .iter()
+        .map(|t| serde_json::to_value(t).unwrap())
+        .collect();
+    assert!(
+        Value::Array(listed) == frozen_tools(),
+        "tools/list differs from schemas/tools.mcp.json"
+    );
+
+    let run = unique("run");
+    let found = call(
+        &client,
+        "lookup_knowledge",
+        json!({"query": "connection pool exhausted"}),
+        ids(&run, "call_k1"),
+    )
+    .await;
+    assert_eq!(found["evidence_status"], "EVIDENCE_FOUND");
+    let none = call(
+        &client,
+        "lookup_knowledge",
+        json!({"query": "quarterly marketing budget zebra"}),
+        ids(&run, "call_k2"),
+    )
+    .await;
+    assert_eq!(none["evidence_status"], "NO_EVIDENCE");
+    let logs = call(
+        &client,
+        "query_logs",
+        json!({"topic": "APPLICATION", "query": "timeout"}),
+        ids(&run, "call_l1"),
+    )
+    .await;
+    assert_eq!(logs["evidence_status"], "EVIDENCE_FOUND");
+    let mysql = call(&client, "query_mysql", json!({"data_source": "orders", "sql": "SELECT id FROM orders WHERE id = ?", "params": [1]}), ids(&run, "call_m1")).await;
+    assert_eq!(error_code(&mysql), "DATA_SOURCE_UNKNOWN");
+    assert_eq!(mysql["tool_call_id"], "call_m1");
+
+    // Every preflight error is an error result.
+    let cases = [
+        (
+            "no_such_tool",
+            json!({"query": "x"}),
+            ids(&run, "call_p1"),
+            "UNKNOWN_TOOL",
+        ),
+        (
+            "lookup_knowledge",
+            json!({"qery": "x"}),
+            ids(&run, "call_p2"),
+            "INVALID_INPUT",
+        ),
+        (
+            "lookup_knowledge",
+            Value::Null,
+            ids(&run, "call_p3"),
+            "INVALID_INPUT",
+        ),
+        (
+            "lookup_knowledge",
+            json!({"query": "x"}),
+            ids(&run, "bad id"),
+            "INVALID_TOOL_CALL_ID",
+        ),
+        (
+            "lookup_knowledge",
+            json!({"query": "x"}),
+            ids("bad run", "call_p4"),
+            "RUN_MISMATCH",
+        ),
+        (
+            "lookup_knowledge",
+            json!({"query": "x"}),
+            json!({"aci/tool_call_id": "call_p5"}),
+            "RUN_MISMATCH",
+        ),
+        (
+            "query_mysql",
+            json!({"data_source": "orders", "sql": format!("SELECT {}1", "1+".repeat(10_000))}),
+            ids(&run, "call_p6"),
+            "REQUEST_TOO_LARGE",
+        ),
+        (
+            "lookup_knowledge",
+            json!({"query": "again"}),
+            ids(&run, "call_k1"),
+            "DUPLICATE_TOOL_CALL",
+        ),
+    ];
+    for (tool, arguments, meta, code) in cases {
+        let observation = call(&client, tool, arguments, meta.clone()).await;
+        assert_eq!(error_code(&observation), code, "{tool} {meta}");
+    }
+    client.cancel().await.unwrap();
+
+    // A generic client pointed at one run by its URL: the tool call id is the
+    // JSON-RPC id.
+    let path_run = unique("run");
+    let client = replica
+        .client(&format!("/runs/{path_run}/mcp"), Some(TOKEN_A))
+        .await;
+    let observation = call(
+        &client,
+        "query_logs",
+        json!({"topic": "APPLICATION", "query": "timeout"}),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(observation["evidence_status"], "EVIDENCE_FOUND");
+    client.cancel().await.unwrap();
+
+    let (status, stderr) = replica.stop().await;
+    assert!(status.success(), "{stderr}");
+    let logs: String = stderr
+        .lines()
+        .filter(|l| !l.starts_with("aci: serving MCP over HTTP at http://"))
+        .collect();
+    support::contract::assert_clean(&logs, "stderr");
+    assert!(!stderr.contains(TOKEN_A));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_credentials_are_401_and_record_nothing() {
+    let keys = Keys::new();
+    let replica = Replica::start(&config(&keys, ""), "memory", &[]).await;
+    let url = replica.url("/mcp");
+    let run = unique("run");
+    let arguments = json!({"topic": "APPLICATION", "query": "timeout"});
+    let stranger = SigningKey::ed25519("test-ed");
+    let expired = {
+        let mut c = claims(ISSUER, AUDIENCE, "agent-1");
+        c["exp"] = json!(now() - 120);
+        c["nbf"] = json!(now() - 600);
+        keys.ec.sign(&c)
+    };
+    let not_yet = {
+        let mut c = claims(ISSUER, AUDIENCE, "agent-1");
+        c["nbf"] = json!(now() + 600);
+        keys.ec.sign(&c)
+    };
+    let refused: Vec<(&str, Option<String>)> = vec![
+        ("no token", None),
+        ("wrong token", Some("token-of-oncall-bot-7f3b".to_owned())),
+        ("expired JWT", Some(expired)),
+        ("JWT not yet valid", Some(not_yet)),
+        (
+            "wrong audience",
+            Some(keys.rsa.sign(&claims(ISSUER, "someone-else", "agent-1"))),
+        ),
+        (
+            "wrong issuer",
+            Some(
+                keys.ed
+                    .sign(&claims("https://evil.test/", AUDIENCE, "agent-1")),
+            ),
+        ),
+        (
+            "JWT by another key",
+            Some(stranger.sign(&claims(ISSUER, AUDIENCE, "agent-1"))),
+        ),
+        (
+            "unsigned JWT",
+            Some(format!(
+                "{}.",
+                keys.rsa
+                    .sign(&claims(ISSUER, AUDIENCE, "agent-1"))
+                    .rsplit_once('.')
+                    .unwrap()
+                    .0
+            )),
+        ),
+    ];
+    for (case, token) in &refused {
+        let (status, challenge, body) = post_call(
+            &url,
+            token.as_deref(),
+            1,
+            "query_logs",
+            &arguments,
+            &ids(&run, "call_1"),
+        )
+        .await;
+        assert_eq!(status, 401, "{case}: {body}");
+        let challenge = challenge.unwrap_or_default();
+        assert!(
+            challenge.starts_with("Bearer ")
+                && challenge.contains(&format!(
+                    "resource_metadata=\"http://{}/.well-known/oauth-protected-resource\"",
+                    replica.addr
+                )),
+            "{case}: {challenge}"
+        );
+        assert_eq!(
+            token.is_some(),
+            challenge.contains("invalid_token"),
+            "{case}"
+        );
+    }
+
+    // Nothing reached the boundary: the same ids are still fresh.
+    let client = replica.client("/mcp", Some(TOKEN_A)).await;
+    let first = call(
+        &client,
+        "query_logs",
+        arguments.clone(),
+        ids(&run, "call_1"),
+    )
+    .await;
+    assert_eq!(first["evidence_status"], "EVIDENCE_FOUND", "{first}");
+    client.cancel().await.unwrap();
+
+    // Valid JWTs of each algorithm are accepted.
+    for (n, key) in [&keys.rsa, &keys.ec, &keys.ed].into_iter().enumerate() {
+        let token = key.sign(&claims(ISSUER, AUDIENCE, &format!("agent-{n}")));
+        let client = replica.client("/mcp", Some(&token)).await;
+        let run = unique("run");
+        let observation = call(
+            &client,
+            "query_logs",
+            arguments.clone(),
+            ids(&run, "call_1"),
+        )
+        .await;
+        assert_eq!(
+            observation["evidence_status"], "EVIDENCE_FOUND",
+            "{:?}",
+            key.algorithm
+        );
+        client.cancel().await.unwrap();
+    }
+
+    // The protected resource metadata names the issuer.
+    let (status, body) = get(&replica.url("/.well-known/oauth-protected-resource")).await;
+    assert_eq!(status, 200);
+    let metadata: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(metadata["resource"], format!("http://{}/mcp", replica.addr));
+    assert_eq!(metadata["authorization_servers"], json!([ISSUER]));
+
+    let (status, stderr) = replica.stop().await;
+    assert!(status.success(), "{stderr}");
+    for (_, token) in &refused {
+        if let Some(token) = token {
+            assert!(!stderr.contains(token.as_str()), "a token reached stderr");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn it_refuses_to_start_without_auth_unless_told() {
+    let plain = temp_file("noauth.toml", "");
+    let output = support::replica::aci(&[
+        "serve",
+        "--http",
+        "127.0.0.1:0",
+        "--config",
+        plain.to_str().unwrap(),
+    ])
+    .stdin(std::process::Stdio::null())
+    .output()
+    .await
+    .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("--insecure-no-auth"), "{stderr}");
+
+    let replica = Replica::start(&plain, "memory", &["--insecure-no-auth"]).await;
+    assert!(replica.stderr().contains("without authentication"));
+    assert!(replica.stderr().contains("memory store"));
+    let client = replica.client("/mcp", None).await;
+    let run = unique("run");
+    let observation = call(
+        &client,
+        "query_logs",
+        json!({"topic": "APPLICATION", "query": "timeout"}),
+        ids(&run, "call_1"),
+    )
+    .await;
+    assert_eq!(observation["evidence_status"], "EVIDENCE_FOUND");
+    client.cancel().await.unwrap();
+    let (status, _) = replica.stop().await;
+    assert!(status.success());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn operations_endpoints_and_body_limit() {
+    let keys = Keys::new();
+    let replica = Replica::start(&config(&keys, ""), "memory", &[]).await;
+    assert_eq!(get(&replica.url("/healthz")).await.0, 200);
+    assert_eq!(get(&replica.url("/readyz")).await.0, 200);
+
+    // A body over max_request_bytes + the envelope is 413, refused on its
+    // Content-Length.
+    let huge = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "lookup_knowledge", "arguments": {"query": "x".repeat(200_000)}}});
+    let (status, _, _) = post_json(&replica.url("/mcp"), Some(TOKEN_A), &huge.to_string()).await;
+    assert_eq!(status, 413);
+    // Without a token it is 401 first.
+    let (status, _, _) = post_json(&replica.url("/mcp"), None, &huge.to_string()).await;
+    assert_eq!(status, 401);
+
+    let client = replica.client("/mcp", Some(TOKEN_A)).await;
+    let run = unique("run");
+    call(
+        &client,
+        "query_logs",
+        json!({"topic": "APPLICATION", "query": "timeout"}),
+        ids(&run, "call_1"),
+    )
+    .await;
+    call(
+        &client,
+        "lookup_knowledge",
+        json!({"query": "x"}),
+        json!({"aci/tool_call_id": "call_2"}),
+    )
+    .await;
+    client.cancel().await.unwrap();
+
+    let (status, metrics) = get(&replica.url("/metrics")).await;
+    assert_eq!(status, 200);
+    for line in [
+        "aci_calls_total{code=\"\",evidence_status=\"EVIDENCE_FOUND\",status=\"READY\",tool=\"query_logs\"} 1",
+        "aci_calls_total{code=\"RUN_MISMATCH\",evidence_status=\"ERROR\",status=\"ERROR\",tool=\"lookup_knowledge\"} 1",
+        "aci_calls_in_flight 0",
+        "aci_http_body_too_large_total 1",
+        "aci_http_unauthorized_total 1",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "no {line} in\n{metrics}"
+        );
+    }
+    assert!(metrics.contains("aci_call_duration_seconds_bucket{tool=\"query_logs\""));
+    assert!(
+        metrics.contains("aci_execution_duration_seconds_count{tool=\"query_logs\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains(&run) && !metrics.contains("call_1") && !metrics.contains("oncall-bot")
+    );
+    replica.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn readyz_follows_the_store() {
+    let server = store_redis::testing::RedisServer::spawn().unwrap();
+    let plain = temp_file("ready.toml", "");
+    let replica = Replica::start(&plain, &server.url(), &["--insecure-no-auth"]).await;
+    assert_eq!(get(&replica.url("/readyz")).await.0, 200);
+    drop(server);
+    let (status, _) = get(&replica.url("/readyz")).await;
+    assert_eq!(status, 503);
+    assert_eq!(get(&replica.url("/healthz")).await.0, 200);
+    let (_, metrics) = get(&replica.url("/metrics")).await;
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("aci_store_errors_total ") && l != "aci_store_errors_total 0"),
+        "{metrics}"
+    );
+    replica.stop().await;
+}
