@@ -448,3 +448,200 @@ async fn readyz_follows_the_store() {
     );
     replica.stop().await;
 }
+
+/// `redis+cluster://…` of the shared test cluster, for `--store`.
+fn cluster_store() -> String {
+    let nodes: Vec<String> = store_redis::testing::shared_cluster_urls()
+        .iter()
+        .map(|u| u.trim_start_matches("redis://").to_owned())
+        .collect();
+    format!("redis+cluster://{}", nodes.join(","))
+}
+
+/// Three replicas on the shared cluster, with their own key prefix and `extra`.
+async fn three_replicas(keys: &Keys, extra: &str) -> (String, PathBuf, Vec<Replica>) {
+    let prefix = store_redis::testing::unique_prefix();
+    let config = config(
+        keys,
+        &format!("[redis]\nkey_prefix = \"{prefix}\"\n{extra}"),
+    );
+    let store = cluster_store();
+    let mut replicas = Vec::new();
+    for _ in 0..3 {
+        replicas.push(Replica::start(&config, &store, &[]).await);
+    }
+    (store, config, replicas)
+}
+
+/// `aci inspect --run RUN --json` on the store: one JSON object per record.
+async fn inspect(store: &str, config: &std::path::Path, run: &str) -> Vec<Value> {
+    let output = support::replica::aci(&[
+        "inspect",
+        "--run",
+        run,
+        "--json",
+        "--store",
+        store,
+        "--config",
+        config.to_str().unwrap(),
+    ])
+    .output()
+    .await
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_tool_call_id_spread_over_three_replicas_executes_once() {
+    let keys = Keys::new();
+    let (store, config, replicas) = three_replicas(&keys, "").await;
+    let mut clients = Vec::new();
+    for replica in &replicas {
+        clients.push(replica.client("/mcp", Some(TOKEN_A)).await);
+    }
+    let run = unique("run");
+    let calls = (0..64).map(|i| {
+        let client = &clients[i % clients.len()];
+        call(
+            client,
+            "query_logs",
+            json!({"topic": "APPLICATION", "query": "timeout"}),
+            ids(&run, "call_same"),
+        )
+    });
+    let observations = futures::future::join_all(calls).await;
+    let ready = observations
+        .iter()
+        .filter(|o| o["evidence_status"] == "EVIDENCE_FOUND")
+        .count();
+    let duplicates = observations
+        .iter()
+        .filter(|o| o["evidence_status"] == "ERROR" && o["error_code"] == "DUPLICATE_TOOL_CALL")
+        .count();
+    assert_eq!((ready, duplicates), (1, 63), "{observations:?}");
+    // One record: the boundary executes only after winning the create.
+    let records = inspect(&store, &config, &run).await;
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0]["status"], "READY", "{records:?}");
+    for client in clients {
+        client.cancel().await.unwrap();
+    }
+    for replica in replicas {
+        let (status, stderr) = replica.stop().await;
+        assert!(status.success(), "{stderr}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_budget_holds_across_replicas() {
+    let keys = Keys::new();
+    let budget = 5;
+    let (store, config, replicas) =
+        three_replicas(&keys, &format!("[run]\nbudget = {budget}\n")).await;
+    let mut clients = Vec::new();
+    for replica in &replicas {
+        clients.push(replica.client("/mcp", Some(TOKEN_A)).await);
+    }
+    let run = unique("run");
+    let calls = (0..64).map(|i| {
+        let client = &clients[i % clients.len()];
+        call(
+            client,
+            "query_logs",
+            json!({"topic": "APPLICATION", "query": "timeout"}),
+            ids(&run, &format!("call_{i}")),
+        )
+    });
+    let observations = futures::future::join_all(calls).await;
+    let ready = observations
+        .iter()
+        .filter(|o| o["evidence_status"] != "ERROR")
+        .count();
+    let exhausted = observations
+        .iter()
+        .filter(|o| o["evidence_status"] == "ERROR" && o["error_code"] == "RUN_BUDGET_EXHAUSTED")
+        .count();
+    assert_eq!(
+        (ready, exhausted),
+        (budget, 64 - budget),
+        "{observations:?}"
+    );
+    assert_eq!(inspect(&store, &config, &run).await.len(), budget);
+    for client in clients {
+        client.cancel().await.unwrap();
+    }
+    for replica in replicas {
+        replica.stop().await;
+    }
+}
+
+/// A MariaDB table whose three-way cross join takes about a second or more.
+async fn slow_database() -> projectors_mysql::testing::TestDatabase {
+    let values: Vec<String> = (1..=200).map(|n| format!("({n})")).collect();
+    let insert = format!("INSERT INTO t VALUES {}", values.join(","));
+    projectors_mysql::testing::TestDatabase::create(&["CREATE TABLE t (n INT)", &insert]).await
+}
+
+const SLOW_SQL: &str = "SELECT COUNT(*) AS c FROM t a, t b, t c WHERE a.n + b.n + c.n > ?";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn overload_is_refused_at_once_and_admitted_calls_finish() {
+    let keys = Keys::new();
+    let db = slow_database().await;
+    let max = 4;
+    let extra = format!(
+        "[serve]\nmax_in_flight = {max}\n[mysql.data_sources.shop]\nurl = \"{}\"\ntimeout_ms = 60000\n",
+        db.reader_url()
+    );
+    let replica = Replica::start(&config(&keys, &extra), "memory", &[]).await;
+    let client = replica.client("/mcp", Some(TOKEN_A)).await;
+    let run = unique("run");
+    let calls = (0..4 * max).map(|i| {
+        call(
+            &client,
+            "query_mysql",
+            json!({"data_source": "shop", "sql": SLOW_SQL, "params": [i]}),
+            ids(&run, &format!("call_{i}")),
+        )
+    });
+    let observations = futures::future::join_all(calls).await;
+    let ready = observations
+        .iter()
+        .filter(|o| o["evidence_status"] == "EVIDENCE_FOUND")
+        .count();
+    let overloaded = observations
+        .iter()
+        .filter(|o| o["evidence_status"] == "ERROR" && o["error_code"] == "OVERLOADED")
+        .count();
+    assert_eq!((ready, overloaded), (max, 3 * max), "{observations:?}");
+    // The refused calls left no record: their ids are still fresh.
+    let refused: Vec<usize> = (0..4 * max)
+        .filter(|i| observations[*i]["error_code"] == "OVERLOADED")
+        .collect();
+    let again = call(
+        &client,
+        "query_logs",
+        json!({"topic": "APPLICATION", "query": "timeout"}),
+        ids(&run, &format!("call_{}", refused[0])),
+    )
+    .await;
+    assert_eq!(again["evidence_status"], "EVIDENCE_FOUND", "{again}");
+    let (_, metrics) = get(&replica.url("/metrics")).await;
+    assert!(
+        metrics.lines().any(|l| l == "aci_calls_in_flight 0"),
+        "{metrics}"
+    );
+    assert!(metrics.contains(&format!("code=\"OVERLOADED\",evidence_status=\"ERROR\",status=\"ERROR\",tool=\"query_mysql\"}} {}", 3 * max)), "{metrics}");
+    client.cancel().await.unwrap();
+    replica.stop().await;
+    db.drop().await;
+}
