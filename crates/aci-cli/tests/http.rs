@@ -645,3 +645,53 @@ async fn overload_is_refused_at_once_and_admitted_calls_finish() {
     replica.stop().await;
     db.drop().await;
 }
+
+/// Polls `/metrics` until `aci_calls_in_flight` is `n` (bounded by the hang guard).
+async fn wait_in_flight(replica: &Replica, n: usize) {
+    let line = format!("aci_calls_in_flight {n}");
+    tokio::time::timeout(HANG_GUARD, async {
+        loop {
+            let (_, metrics) = get(&replica.url("/metrics")).await;
+            if metrics.lines().any(|l| l == line) {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_lets_calls_in_flight_finish() {
+    let keys = Keys::new();
+    let db = slow_database().await;
+    let extra = format!(
+        "[mysql.data_sources.shop]\nurl = \"{}\"\ntimeout_ms = 60000\n",
+        db.reader_url()
+    );
+    let replica = Replica::start(&config(&keys, &extra), "memory", &[]).await;
+    let client = replica.client("/mcp", Some(TOKEN_A)).await;
+    let run = unique("run");
+    let (observation, ()) = tokio::join!(
+        call(
+            &client,
+            "query_mysql",
+            json!({"data_source": "shop", "sql": SLOW_SQL, "params": [0]}),
+            ids(&run, "call_slow")
+        ),
+        async {
+            wait_in_flight(&replica, 1).await;
+            replica.signal("-TERM");
+        }
+    );
+    assert_eq!(
+        observation["evidence_status"], "EVIDENCE_FOUND",
+        "{observation}"
+    );
+    let (status, stderr) = replica.wait().await;
+    assert!(status.success(), "{stderr}");
+    assert!(stderr.contains("aci: stopping"), "{stderr}");
+    drop(client);
+    db.drop().await;
+}
