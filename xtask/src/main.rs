@@ -5,6 +5,8 @@
 //! - `schema --check`: fail with a diff and the regenerate command when the
 //!   committed schemas differ from the contracts, are missing, or are extra.
 //! - `bench redis`: the Redis store benchmark (spawns its own redis-server).
+//! - `bench http`: `aci serve --http` (one and three replicas) against the
+//!   direct boundary (spawns its own redis-server).
 
 mod bench;
 mod schema;
@@ -12,7 +14,8 @@ mod schema;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: cargo xtask schema [--check] | cargo xtask bench redis";
+const USAGE: &str =
+    "usage: cargo xtask schema [--check] | cargo xtask bench redis | cargo xtask bench http";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -21,6 +24,7 @@ fn main() -> ExitCode {
         ["schema"] => report(schema::write(&schemas_dir())),
         ["schema", "--check"] => report(schema::check(&schemas_dir())),
         ["bench", "redis"] => bench::redis(&workspace_root()),
+        ["bench", "http"] => bench::http(&workspace_root()),
         _ => {
             eprintln!("{USAGE}");
             ExitCode::from(2)
