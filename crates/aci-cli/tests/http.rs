@@ -695,3 +695,28 @@ async fn sigterm_lets_calls_in_flight_finish() {
     drop(client);
     db.drop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_principals_run_budget_caps_its_runs() {
+    let toml = format!(
+        "[run]\nbudget = 10\n[auth.tokens.small-bot]\nsha256 = \"{}\"\nrun_budget = 2\n",
+        sha256_hex(TOKEN_B)
+    );
+    let replica = Replica::start(&temp_file("budget.toml", &toml), "memory", &[]).await;
+    let client = replica.client("/mcp", Some(TOKEN_B)).await;
+    let run = unique("run");
+    let mut codes = Vec::new();
+    for i in 0..3 {
+        let o = call(
+            &client,
+            "query_logs",
+            json!({"topic": "APPLICATION", "query": "timeout"}),
+            ids(&run, &format!("call_{i}")),
+        )
+        .await;
+        codes.push(o["error_code"].as_str().unwrap_or("READY").to_owned());
+    }
+    assert_eq!(codes, ["READY", "READY", "RUN_BUDGET_EXHAUSTED"]);
+    client.cancel().await.unwrap();
+    replica.stop().await;
+}
