@@ -194,6 +194,29 @@ async fn the_rmcp_client_lists_and_calls_each_tool() {
     )
     .await;
     assert_eq!(observation["evidence_status"], "EVIDENCE_FOUND");
+    let first_id = observation["tool_call_id"].as_str().unwrap().to_owned();
+    assert!(first_id.starts_with("mcp:http-"), "{first_id}");
+    client.cancel().await.unwrap();
+    // A second client sends the same JSON-RPC ids: its calls are its own,
+    // never DUPLICATE of the first client's.
+    let client = replica
+        .client(&format!("/runs/{path_run}/mcp"), Some(TOKEN_A))
+        .await;
+    let observation = call(
+        &client,
+        "query_logs",
+        json!({"topic": "APPLICATION", "query": "timeout"}),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(
+        observation["evidence_status"], "EVIDENCE_FOUND",
+        "{observation}"
+    );
+    assert_ne!(
+        observation["tool_call_id"].as_str(),
+        Some(first_id.as_str())
+    );
     client.cancel().await.unwrap();
 
     let (status, stderr) = replica.stop().await;

@@ -12,9 +12,10 @@
 //!   refused with a `RUN_MISMATCH` error result (nothing run or recorded):
 //!   the server never invents a run, and has no run of its own.
 //! - **Tool call id**: `_meta["aci/tool_call_id"]`, else the
-//!   `Aci-Tool-Call-Id` header, else the JSON-RPC id of the request, qualified
-//!   by the MCP session when the client sent `Mcp-Session-Id` (see
-//!   [`fallback_tool_call_id`]).
+//!   `Aci-Tool-Call-Id` header, else the id the server composes from
+//!   transport facts: `mcp:<session>:<JSON-RPC id>`, the session being the
+//!   client's `Mcp-Session-Id` when it declares one, else the TCP connection
+//!   (see [`fallback_tool_call_id`]).
 //! - Ids are used exactly as given; invalid ones get the boundary's codes
 //!   (`INVALID_TOOL_CALL_ID`; `RUN_MISMATCH` for a run id that is not one).
 //!
@@ -53,6 +54,27 @@ pub(crate) const HEADER_RUN_ID: &str = "aci-run-id";
 /// The MCP session header.
 const HEADER_SESSION_ID: &str = "mcp-session-id";
 
+/// The TCP connection a request came on, named once per connection: the MCP
+/// session of a stateless client that declares none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Connection(pub(crate) Arc<str>);
+
+impl Connection {
+    fn fresh() -> Self {
+        let random = uuid::Uuid::new_v4().simple().to_string();
+        Self(Arc::from(format!("http-{}", &random[..16])))
+    }
+}
+
+impl
+    axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, tokio::net::TcpListener>>
+    for Connection
+{
+    fn connect_info(_stream: axum::serve::IncomingStream<'_, tokio::net::TcpListener>) -> Self {
+        Self::fresh()
+    }
+}
+
 /// The run of a `/runs/<run_id>/mcp` URL, put in the request by the router.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct PathRun(pub(crate) String);
@@ -89,6 +111,7 @@ impl HttpCallIds {
         request_id: &RequestId,
         headers: Option<&HeaderMap>,
         path_run: Option<&PathRun>,
+        connection: Option<&Connection>,
     ) -> Self {
         let meta = |key: &str| {
             context_meta
@@ -105,9 +128,11 @@ impl HttpCallIds {
         let tool_call_id = meta(META_TOOL_CALL_ID)
             .or_else(|| header(HEADER_TOOL_CALL_ID))
             .unwrap_or_else(|| {
-                let session = headers
+                let declared = headers
                     .and_then(|h| h.get(HEADER_SESSION_ID))
-                    .and_then(|v| v.to_str().ok());
+                    .and_then(|v| v.to_str().ok())
+                    .filter(|name| is_session_name(name));
+                let session = declared.or(connection.map(|c| &*c.0)).unwrap_or("http");
                 fallback_tool_call_id(session, request_id)
             });
         let run_id = meta(META_RUN_ID)
@@ -120,14 +145,22 @@ impl HttpCallIds {
     }
 }
 
-/// The tool call id the server composes when the client sent none: the
-/// JSON-RPC id, prefixed by the MCP session id when there is one, so that two
-/// sessions' id `1` are two calls.
-pub(crate) fn fallback_tool_call_id(session: Option<&str>, request_id: &RequestId) -> String {
-    match session {
-        Some(session) => format!("{session}:{request_id}"),
-        None => request_id.to_string(),
-    }
+/// The tool call id the server composes when the client sent none:
+/// `mcp:<session>:<JSON-RPC id>`, so that two sessions' id `1` are two calls.
+/// The session is the client's `Mcp-Session-Id` when it declares a usable
+/// one, else the TCP connection the request came on.
+pub(crate) fn fallback_tool_call_id(session: &str, request_id: &RequestId) -> String {
+    format!("mcp:{session}:{request_id}")
+}
+
+/// Whether a declared session can be part of a composed id: 1 to 64 bytes
+/// of ASCII letters, digits and `_ - .`.
+fn is_session_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
 /// How a call ended, for the metrics.
@@ -167,6 +200,9 @@ impl HttpHandler {
             &context.id,
             parts.map(|p| &p.headers),
             parts.and_then(|p| p.extensions.get::<PathRun>()),
+            parts
+                .and_then(|p| p.extensions.get::<axum::extract::ConnectInfo<Connection>>())
+                .map(|c| &c.0),
         );
         let Some(run_text) = ids.run_id else {
             return Answer::refused(ErrorCode::RunMismatch, &ids.tool_call_id);
@@ -275,17 +311,33 @@ mod tests {
         let h = headers(&[("aci-tool-call-id", "call_H"), ("aci-run-id", "run-h")]);
         let path = PathRun("run-path".into());
         let m = meta(json!({"aci/tool_call_id": "call_M", "aci/run_id": "run-m"}));
-        let ids = HttpCallIds::resolve(&m, None, &RequestId::Number(3), Some(&h), Some(&path));
+        let ids =
+            HttpCallIds::resolve(&m, None, &RequestId::Number(3), Some(&h), Some(&path), None);
         assert_eq!(ids.tool_call_id, "call_M");
         assert_eq!(ids.run_id.as_deref(), Some("run-m"));
         let none = RequestMetaObject::new();
-        let ids = HttpCallIds::resolve(&none, None, &RequestId::Number(3), Some(&h), Some(&path));
+        let ids = HttpCallIds::resolve(
+            &none,
+            None,
+            &RequestId::Number(3),
+            Some(&h),
+            Some(&path),
+            None,
+        );
         assert_eq!(ids.tool_call_id, "call_H");
         assert_eq!(ids.run_id.as_deref(), Some("run-h"));
-        let ids = HttpCallIds::resolve(&none, None, &RequestId::Number(3), None, Some(&path));
-        assert_eq!(ids.tool_call_id, "3");
+        let conn = Connection(Arc::from("http-c1"));
+        let ids = HttpCallIds::resolve(
+            &none,
+            None,
+            &RequestId::Number(3),
+            None,
+            Some(&path),
+            Some(&conn),
+        );
+        assert_eq!(ids.tool_call_id, "mcp:http-c1:3");
         assert_eq!(ids.run_id.as_deref(), Some("run-path"));
-        let ids = HttpCallIds::resolve(&none, None, &RequestId::Number(3), None, None);
+        let ids = HttpCallIds::resolve(&none, None, &RequestId::Number(3), None, None, None);
         assert_eq!(ids.run_id, None);
     }
 
@@ -293,16 +345,34 @@ mod tests {
     fn the_fallback_is_qualified_by_the_session() {
         let none = RequestMetaObject::new();
         let h = headers(&[("mcp-session-id", "s-1")]);
-        let ids = HttpCallIds::resolve(&none, None, &RequestId::Number(1), Some(&h), None);
-        assert_eq!(ids.tool_call_id, "s-1:1");
+        let conn = Connection(Arc::from("http-c1"));
+        let ids = HttpCallIds::resolve(
+            &none,
+            None,
+            &RequestId::Number(1),
+            Some(&h),
+            None,
+            Some(&conn),
+        );
+        assert_eq!(ids.tool_call_id, "mcp:s-1:1");
+        let bad = headers(&[("mcp-session-id", "a:b")]);
+        let ids = HttpCallIds::resolve(
+            &none,
+            None,
+            &RequestId::Number(1),
+            Some(&bad),
+            None,
+            Some(&conn),
+        );
+        assert_eq!(ids.tool_call_id, "mcp:http-c1:1");
         let id = RequestId::String(StdArc::from("req-9"));
-        assert_eq!(fallback_tool_call_id(None, &id), "req-9");
+        assert_eq!(fallback_tool_call_id("http-c2", &id), "mcp:http-c2:req-9");
     }
 
     #[test]
     fn non_text_ids_are_no_ids() {
         let m = meta(json!({"aci/tool_call_id": 5, "aci/run_id": null}));
-        let ids = HttpCallIds::resolve(&m, None, &RequestId::Number(1), None, None);
+        let ids = HttpCallIds::resolve(&m, None, &RequestId::Number(1), None, None, None);
         assert_eq!(ids.tool_call_id, "");
         assert_eq!(ids.run_id.as_deref(), Some(""));
     }

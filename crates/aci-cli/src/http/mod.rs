@@ -44,7 +44,7 @@ use tower_http::limit::RequestBodyLimitLayer;
 
 use self::admission::Admission;
 use self::auth::{AuthLayerState, Authenticator, require_bearer};
-use self::handler::{HttpHandler, PathRun, Shared};
+use self::handler::{Connection, HttpHandler, PathRun, Shared};
 use self::metrics::Metrics;
 pub(crate) use self::metrics::execution_metrics_layer;
 use self::ops::OpsState;
@@ -167,7 +167,8 @@ pub(crate) async fn serve(app: App, config: &Config, options: HttpOptions) -> Re
     eprintln!("aci: serving MCP over HTTP at http://{local}/mcp");
 
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = axum::serve(listener, router).with_graceful_shutdown(async move {
+    let service = router.into_make_service_with_connect_info::<Connection>();
+    let server = axum::serve(listener, service).with_graceful_shutdown(async move {
         let _ = stopped.await;
     });
     let mut server = tokio::spawn(server.into_future());
