@@ -126,6 +126,18 @@ impl App {
         })
     }
 
+    /// The run context of `run_id` for a server that may be one of several
+    /// replicas: active, with the configured budgets, and the run's maximum
+    /// duration, which the store counts from the run's first call in any
+    /// process. Nothing about the run is kept in this process.
+    pub(crate) fn shared_run_context(&self, run_id: RunId) -> RunContext {
+        let mut ctx = RunContext::new(run_id);
+        ctx.max_duration = self.run.deadline;
+        ctx.run_budget = self.run.budget;
+        ctx.tool_budgets = self.run.tool_budgets.clone();
+        ctx
+    }
+
     /// The run context of `run_id`: active, with the configured budgets, and a
     /// deadline counted from the first time this process saw the run.
     pub(crate) fn run_context(&self, run_id: RunId) -> RunContext {

@@ -496,6 +496,13 @@ async fn three_replicas(keys: &Keys, extra: &str) -> (String, PathBuf, Vec<Repli
     (store, config, replicas)
 }
 
+/// The `[redis] key_prefix` of a config written by [`three_replicas`].
+fn prefix_of(config: &std::path::Path) -> String {
+    let text = std::fs::read_to_string(config).unwrap();
+    let line = text.lines().find(|l| l.starts_with("key_prefix")).unwrap();
+    line.split('"').nth(1).unwrap().to_owned()
+}
+
 /// `aci inspect --run RUN --json` on the store: one JSON object per record.
 async fn inspect(store: &str, config: &std::path::Path, run: &str) -> Vec<Value> {
     let output = support::replica::aci(&[
@@ -742,4 +749,158 @@ async fn a_principals_run_budget_caps_its_runs() {
     assert_eq!(codes, ["READY", "READY", "RUN_BUDGET_EXHAUSTED"]);
     client.cancel().await.unwrap();
     replica.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_belongs_to_its_first_principal_on_every_replica() {
+    let keys = Keys::new();
+    let (store, config, replicas) = three_replicas(&keys, "").await;
+    let run = unique("run");
+    let arguments = json!({"topic": "APPLICATION", "query": "timeout"});
+    let a = replicas[0].client("/mcp", Some(TOKEN_A)).await;
+    let first = call(&a, "query_logs", arguments.clone(), ids(&run, "call_a1")).await;
+    assert_eq!(first["evidence_status"], "EVIDENCE_FOUND");
+    let jwt_b = keys.ec.sign(&claims(ISSUER, AUDIENCE, "other-bot"));
+    for (n, replica) in replicas.iter().enumerate() {
+        for token in [TOKEN_B, jwt_b.as_str()] {
+            let b = replica.client("/mcp", Some(token)).await;
+            let refused = call(
+                &b,
+                "query_logs",
+                arguments.clone(),
+                ids(&run, &format!("call_b{n}")),
+            )
+            .await;
+            assert_eq!(error_code(&refused), "UNAUTHORIZED", "replica {n}");
+            b.cancel().await.unwrap();
+        }
+        let a = replica.client("/mcp", Some(TOKEN_A)).await;
+        let ok = call(
+            &a,
+            "query_logs",
+            arguments.clone(),
+            ids(&run, &format!("call_a{}", n + 2)),
+        )
+        .await;
+        assert_eq!(ok["evidence_status"], "EVIDENCE_FOUND", "replica {n}");
+        a.cancel().await.unwrap();
+    }
+    // Nothing of B's was recorded; A's calls were.
+    let records = inspect(&store, &config, &run).await;
+    assert_eq!(records.len(), 4, "{records:?}");
+    assert!(
+        records
+            .iter()
+            .all(|r| r["tool_call_id"].as_str().unwrap().starts_with("call_a"))
+    );
+    a.cancel().await.unwrap();
+    for replica in replicas {
+        replica.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replica_killed_mid_call_is_recovered_and_never_reruns() {
+    let keys = Keys::new();
+    let db = slow_database().await;
+    let extra = format!(
+        "[mysql.data_sources.shop]\nurl = \"{}\"\ntimeout_ms = 60000\n",
+        db.reader_url()
+    );
+    let (store, config, mut replicas) = three_replicas(&keys, &extra).await;
+    let prefix = prefix_of(&config);
+    let run = unique("run");
+    let victim = replicas.remove(0);
+    let slow = {
+        let url = victim.url("/mcp");
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "query_mysql",
+            "arguments": {"data_source": "shop", "sql": SLOW_SQL, "params": [0]},
+            "_meta": ids(&run, "call_killed")}});
+        tokio::spawn(async move {
+            reqwest::Client::new()
+                .post(url)
+                .bearer_auth(TOKEN_A)
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .body(body.to_string())
+                .send()
+                .await
+        })
+    };
+    // Kill it once the call's record exists (the call is executing).
+    let killed = |records: &[Value]| {
+        records
+            .iter()
+            .find(|r| r["tool_call_id"] == "call_killed")
+            .cloned()
+    };
+    tokio::time::timeout(HANG_GUARD, async {
+        while killed(&inspect(&store, &config, &run).await).is_none() {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap();
+    victim.signal("-KILL");
+    let (status, _) = victim.wait().await;
+    assert!(!status.success());
+    assert!(slow.await.unwrap().is_err(), "the killed replica answered");
+
+    // The others keep serving.
+    let other = replicas[0].client("/mcp", Some(TOKEN_A)).await;
+    let ok = call(
+        &other,
+        "query_logs",
+        json!({"topic": "APPLICATION", "query": "timeout"}),
+        ids(&run, "call_after"),
+    )
+    .await;
+    assert_eq!(ok["evidence_status"], "EVIDENCE_FOUND");
+    let record = killed(&inspect(&store, &config, &run).await).unwrap();
+    assert_eq!(record["status"], "PROJECTING", "{record}");
+
+    // Recovery (the journal's, which `aci recover` runs) finalizes it.
+    let journal = invocation_core::Journal::new(
+        std::sync::Arc::new(
+            store_redis::RedisStore::new(
+                store_redis::RedisConfig::cluster(store_redis::testing::shared_cluster_urls())
+                    .key_prefix(prefix),
+            )
+            .unwrap(),
+        ),
+        std::sync::Arc::new(invocation_core::SystemClock),
+    );
+    let recovered = journal
+        .recover_run(
+            &aci_contracts::RunId::new(run.as_str()).unwrap(),
+            std::time::Duration::ZERO,
+        )
+        .await
+        .unwrap();
+    assert_eq!(recovered.len(), 1, "{recovered:?}");
+    let record = killed(&inspect(&store, &config, &run).await).unwrap();
+    assert_eq!(
+        (record["status"].as_str(), record["error_code"].as_str()),
+        (Some("ERROR"), Some("EXECUTION_ABANDONED")),
+        "{record}"
+    );
+    // It is never run again: the id stays taken on every replica.
+    for replica in &replicas {
+        let client = replica.client("/mcp", Some(TOKEN_A)).await;
+        let again = call(
+            &client,
+            "query_mysql",
+            json!({"data_source": "shop", "sql": SLOW_SQL, "params": [0]}),
+            ids(&run, "call_killed"),
+        )
+        .await;
+        assert_eq!(error_code(&again), "DUPLICATE_TOOL_CALL");
+        client.cancel().await.unwrap();
+    }
+    other.cancel().await.unwrap();
+    for replica in replicas {
+        replica.stop().await;
+    }
+    db.drop().await;
 }

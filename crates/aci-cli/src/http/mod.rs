@@ -107,7 +107,7 @@ pub(crate) async fn serve(app: App, config: &Config, options: HttpOptions) -> Re
         .limits()
         .max_request_bytes
         .saturating_add(ENVELOPE_BYTES);
-    let drain = drain_time(&app);
+    let drain = app.boundary.longest_timeout();
     let store = Arc::clone(app.boundary.store());
     let shared = Arc::new(Shared {
         tools: mcp_tools()
@@ -197,10 +197,18 @@ pub(crate) async fn serve(app: App, config: &Config, options: HttpOptions) -> Re
     Ok(())
 }
 
-/// Waits until the boundary has sent the finalizations of abandoned calls.
+/// Waits until the boundary has sent the finalizations of abandoned calls
+/// (bounded: while the store is unreachable they would retry for the TTL).
 async fn drain_abandoned(app: &App) {
-    // PENDING(issue 12 on main): `app.boundary.drain_abandoned().await`.
-    let _ = app;
+    let bound = app.boundary.longest_timeout().max(Duration::from_secs(10));
+    if tokio::time::timeout(bound, app.boundary.drain_abandoned())
+        .await
+        .is_err()
+    {
+        eprintln!(
+            "aci: some abandoned calls could not be finalized in time; `aci recover` finalizes them"
+        );
+    }
 }
 
 fn server_end(result: Result<std::io::Result<()>, tokio::task::JoinError>) -> Result<(), CliError> {
@@ -209,18 +217,6 @@ fn server_end(result: Result<std::io::Result<()>, tokio::task::JoinError>) -> Re
         Ok(Err(e)) => Err(CliError::config(format!("the HTTP server failed: {e}"))),
         Err(_) => Err(CliError::config("the HTTP server stopped unexpectedly")),
     }
-}
-
-/// The longest tool timeout: what a call admitted before the stop may need.
-fn drain_time(app: &App) -> Duration {
-    let boundary = &app.boundary;
-    boundary
-        .tool_names()
-        .into_iter()
-        .filter_map(|name| boundary.limits_for(name))
-        .map(|limits| limits.timeout)
-        .max()
-        .unwrap_or(boundary.limits().timeout)
 }
 
 /// Puts the run of a `/runs/<run_id>/mcp` URL into the request.

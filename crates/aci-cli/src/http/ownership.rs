@@ -11,7 +11,8 @@ use super::auth::Principal;
 /// `ctx` carrying `principal` (none with `--insecure-no-auth`: anonymous
 /// calls claim no run).
 pub(crate) fn bind(ctx: RunContext, principal: Option<&Principal>) -> RunContext {
-    // PENDING(issue 12 on main): `ctx.with_principal(principal.name())`.
-    let _ = principal;
-    ctx
+    match principal {
+        Some(principal) => ctx.with_principal(principal.name()),
+        None => ctx,
+    }
 }
