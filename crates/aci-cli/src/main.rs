@@ -6,6 +6,7 @@
 //!   `{"observation": …, "control": …}`; exit status 0 when READY, 2 when
 //!   ERROR, 1 for a usage or configuration error.
 //! - `aci inspect` and `aci verify` read a run's journal from a shared store.
+//! - `aci recover` finalizes a run's calls left PROJECTING by a killed process.
 //! - `aci serve` is an MCP server on stdio; `aci serve --http ADDR` serves
 //!   MCP Streamable HTTP to many agents (and many replicas on one store).
 //!
@@ -99,6 +100,24 @@ enum Command {
         /// Tool call ids (or run_id/tool_call_id) cited by the agent.
         #[arg(required = true)]
         ids: Vec<String>,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Finalize a run's calls that a killed process left PROJECTING.
+    ///
+    /// Moves the run's PROJECTING records older than `--older-than` to
+    /// ERROR / EXECUTION_ABANDONED (compare-and-set; nothing is executed
+    /// again) and prints one JSON line per record it changed. Safe when no
+    /// live process can still finish such a record: keep the threshold above
+    /// the longest tool timeout (the default adds a margin to it).
+    Recover {
+        /// The run id.
+        #[arg(long)]
+        run: String,
+        /// Only records created more than this many seconds ago (default: the
+        /// longest tool timeout plus 30 s).
+        #[arg(long, value_name = "SECS")]
+        older_than: Option<u64>,
         #[command(flatten)]
         store: StoreArgs,
     },

@@ -496,13 +496,6 @@ async fn three_replicas(keys: &Keys, extra: &str) -> (String, PathBuf, Vec<Repli
     (store, config, replicas)
 }
 
-/// The `[redis] key_prefix` of a config written by [`three_replicas`].
-fn prefix_of(config: &std::path::Path) -> String {
-    let text = std::fs::read_to_string(config).unwrap();
-    let line = text.lines().find(|l| l.starts_with("key_prefix")).unwrap();
-    line.split('"').nth(1).unwrap().to_owned()
-}
-
 /// `aci inspect --run RUN --json` on the store: one JSON object per record.
 async fn inspect(store: &str, config: &std::path::Path, run: &str) -> Vec<Value> {
     let output = support::replica::aci(&[
@@ -808,7 +801,6 @@ async fn a_replica_killed_mid_call_is_recovered_and_never_reruns() {
         db.reader_url()
     );
     let (store, config, mut replicas) = three_replicas(&keys, &extra).await;
-    let prefix = prefix_of(&config);
     let run = unique("run");
     let victim = replicas.remove(0);
     let slow = {
@@ -860,25 +852,29 @@ async fn a_replica_killed_mid_call_is_recovered_and_never_reruns() {
     let record = killed(&inspect(&store, &config, &run).await).unwrap();
     assert_eq!(record["status"], "PROJECTING", "{record}");
 
-    // Recovery (the journal's, which `aci recover` runs) finalizes it.
-    let journal = invocation_core::Journal::new(
-        std::sync::Arc::new(
-            store_redis::RedisStore::new(
-                store_redis::RedisConfig::cluster(store_redis::testing::shared_cluster_urls())
-                    .key_prefix(prefix),
-            )
-            .unwrap(),
-        ),
-        std::sync::Arc::new(invocation_core::SystemClock),
+    // `aci recover` finalizes it.
+    let output = support::replica::aci(&[
+        "recover",
+        "--run",
+        &run,
+        "--older-than",
+        "0",
+        "--store",
+        &store,
+        "--config",
+        config.to_str().unwrap(),
+    ])
+    .output()
+    .await
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
     );
-    let recovered = journal
-        .recover_run(
-            &aci_contracts::RunId::new(run.as_str()).unwrap(),
-            std::time::Duration::ZERO,
-        )
-        .await
-        .unwrap();
-    assert_eq!(recovered.len(), 1, "{recovered:?}");
+    let printed = String::from_utf8(output.stdout).unwrap();
+    assert!(printed.contains("\"call_killed\""), "{printed}");
+    assert_eq!(printed.lines().count(), 1, "{printed}");
     let record = killed(&inspect(&store, &config, &run).await).unwrap();
     assert_eq!(
         (record["status"].as_str(), record["error_code"].as_str()),

@@ -41,6 +41,13 @@ mod tool;
 
 #[cfg(feature = "testing")]
 pub mod conformance;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub mod bounds;
+pub mod json_size;
+pub mod redact;
+pub mod whitespace;
 
 pub use boundary::{BuildError, ToolBoundary, ToolBoundaryBuilder};
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -57,6 +64,7 @@ pub use record::{
     RecordFields, RunState, RunTerms, SameScope,
 };
 pub use store::{BoxError, InvocationStore, ScopeIndex, Settled, StoreError, Unsettled};
+pub use tool::SourceError;
 pub use tool::{
     ExecutionContext, ExecutionError, ExecutionErrorKind, Executor, ProjectionContext,
     ProjectionError, Projector, ReplayPolicy, ToolSpec,

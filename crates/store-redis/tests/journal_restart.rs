@@ -9,12 +9,11 @@ use std::time::Duration;
 
 use aci_contracts::{ErrorCode, EvidenceStatus, InvocationStatus, RunId};
 use invocation_core::clock::add;
-use invocation_core::conformance::fake::{FakeExecutor, SENTINEL, fake_tool};
+use invocation_core::testing::fake::{self, FakeExecutor, SENTINEL, fake_tool};
 use invocation_core::{
     CitationVerdict, Clock, InvocationKey, NotCitable, RecordFields, ReplayPolicy, RunContext,
     SystemClock, ToolBoundary, ToolEnvelope,
 };
-use serde_json::json;
 use store_redis::testing::{shared_url, unique_id, unique_prefix};
 use store_redis::{RedisConfig, RedisStore};
 
@@ -32,12 +31,7 @@ fn harness(prefix: &str, fast: FakeExecutor, slow: FakeExecutor) -> ToolBoundary
 }
 
 fn call(run: &RunId, id: &str, tool: &str, query: &str) -> ToolEnvelope {
-    ToolEnvelope::new(
-        id,
-        run.as_str(),
-        tool,
-        json!({ "query": query }).to_string(),
-    )
+    ToolEnvelope::new(id, run.as_str(), tool, fake::words(query))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -216,7 +216,7 @@ impl HttpHandler {
         };
         shared.metrics.call_started();
         let _in_flight = InFlight(&shared.metrics);
-        let mut ctx = shared.app.shared_run_context(run);
+        let mut ctx = shared.app.run_context(run);
         if let Some(budget) = principal.and_then(Principal::run_budget) {
             ctx.run_budget = Some(ctx.run_budget.map_or(budget, |b| b.min(budget)));
         }

@@ -6,8 +6,8 @@ use std::time::Duration;
 use aci_contracts::{ErrorCode, EvidenceStatus, InvocationStatus, RunId, Timestamp};
 use serde_json::json;
 
-use super::fake::{FakeExecutor, SENTINEL, fake_tool};
 use super::{StoreHarness, call_id, fresh_run_id, new_invocation};
+use crate::testing::fake::{self, FakeExecutor, FakeRequest, SENTINEL, fake_tool};
 use crate::{
     BoundaryOutcome, CitationVerdict, Finalization, InvocationKey, NotCitable, ReadyEvidence,
     RecordFields, ReplayPolicy, RunContext, ScopeFingerprint, ToolBoundary, ToolEnvelope,
@@ -24,12 +24,7 @@ fn boundary(h: &dyn StoreHarness, executor: FakeExecutor, policy: ReplayPolicy) 
 }
 
 fn envelope(run: &RunId, id: &str, query: &str) -> ToolEnvelope {
-    ToolEnvelope::new(
-        id,
-        run.as_str(),
-        TOOL,
-        json!({ "query": query }).to_string(),
-    )
+    ToolEnvelope::new(id, run.as_str(), TOOL, fake::words(query))
 }
 
 async fn call(b: &ToolBoundary, ctx: &RunContext, id: &str, query: &str) -> BoundaryOutcome {
@@ -150,7 +145,7 @@ pub async fn journal_entries_and_lookup(h: &dyn StoreHarness) {
         verdicts[2],
         &CitationVerdict::NegativeObservation {
             tool_name: TOOL.into(),
-            scope: json!({ "query": "none y" })
+            scope: FakeRequest::from_words("none y").to_value()
         }
     );
     assert_eq!(

@@ -12,13 +12,13 @@
 //! Scenarios isolate themselves with fresh random run ids, so they can share
 //! one store (and one server) and run concurrently.
 //!
-//! [`fake`] has the counting fake tool the journal and replay scenarios use;
-//! adapter crates may use it in their own tests.
+//! The journal and replay scenarios run the workspace's one fake tool,
+//! [`testing::fake`](crate::testing::fake); adapter crates use it in their
+//! own tests too.
 
 // Scenarios are test code: a failed expectation is a failed test.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-pub mod fake;
 mod journal;
 mod run;
 mod store;

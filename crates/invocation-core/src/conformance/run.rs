@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 
 use aci_contracts::{ErrorCode, EvidenceStatus, InvocationStatus};
 
-use super::fake::{FakeExecutor, fake_tool};
 use super::{StoreHarness, call_id, fresh_run_id, new_invocation};
 use crate::clock::add;
+use crate::testing::fake::{FakeExecutor, fake_tool, words};
 use crate::{
     CitationVerdict, Finalization, InvocationKey, ManualClock, NotCitable, RecordFields,
     RunContext, RunState, Settled, StoreError, ToolBoundary, ToolEnvelope, Unsettled,
@@ -352,7 +352,7 @@ pub async fn dropped_invoke_is_abandoned(h: &dyn StoreHarness) {
     let boundary = slow_boundary(h, &executor);
     let run = fresh_run_id();
     let ctx = RunContext::new(run.clone());
-    let call = ToolEnvelope::new("slow-1", run.as_str(), "fake", r#"{"query":"slow"}"#);
+    let call = ToolEnvelope::new("slow-1", run.as_str(), "fake", words("slow"));
     let key = InvocationKey::new(run.clone(), call_id("slow-1"));
 
     let task = tokio::spawn({
@@ -398,7 +398,7 @@ pub async fn calls_dropped_anywhere_are_settled(h: &dyn StoreHarness) {
             format!("c{i}"),
             run.as_str(),
             "fake",
-            format!(r#"{{"query":"q{i}"}}"#),
+            words(&format!("q{i}")),
         );
         let cut = Duration::from_micros(fastrand::u64(0..6_000));
         tokio::select! {
@@ -430,7 +430,7 @@ pub async fn run_deadline_holds_across_boundaries(h: &dyn StoreHarness) {
     let ready = first
         .invoke(
             &ctx,
-            ToolEnvelope::new("c1", run.as_str(), "fake", r#"{"query":"a"}"#),
+            ToolEnvelope::new("c1", run.as_str(), "fake", words("a")),
         )
         .await;
     assert_eq!(ready.control.status, InvocationStatus::Ready);
@@ -447,7 +447,7 @@ pub async fn run_deadline_holds_across_boundaries(h: &dyn StoreHarness) {
     let refused = second
         .invoke(
             &ctx,
-            ToolEnvelope::new("c2", run.as_str(), "fake", r#"{"query":"b"}"#),
+            ToolEnvelope::new("c2", run.as_str(), "fake", words("b")),
         )
         .await;
     assert_eq!(
@@ -470,7 +470,7 @@ pub async fn run_owner_holds_across_boundaries(h: &dyn StoreHarness) {
     let run = fresh_run_id();
     let alice = RunContext::new(run.clone()).with_principal("alice");
     let bob = RunContext::new(run.clone()).with_principal("bob");
-    let call = |id: &str| ToolEnvelope::new(id, run.as_str(), "fake", r#"{"query":"a"}"#);
+    let call = |id: &str| ToolEnvelope::new(id, run.as_str(), "fake", words("a"));
     assert_eq!(
         boundary.invoke(&alice, call("c1")).await.control.status,
         InvocationStatus::Ready
