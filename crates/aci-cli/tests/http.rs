@@ -900,3 +900,60 @@ async fn a_replica_killed_mid_call_is_recovered_and_never_reruns() {
     }
     db.drop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_sigterm_abandons_calls_in_flight_and_finalizes_them() {
+    let keys = Keys::new();
+    let db = slow_database().await;
+    let server = store_redis::testing::RedisServer::spawn().unwrap();
+    // A four-way join, far slower than the test waits: the stop abandons it.
+    let extra = format!(
+        "[mysql.data_sources.shop]\nurl = \"{}\"\ntimeout_ms = 60000\n",
+        db.reader_url()
+    );
+    let config = config(&keys, &extra);
+    let store = server.url();
+    let replica = Replica::start(&config, &store, &[]).await;
+    let run = unique("run");
+    let url = replica.url("/mcp");
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "query_mysql",
+        "arguments": {"data_source": "shop", "sql": "SELECT COUNT(*) AS c FROM t a, t b, t c, t d WHERE a.n + b.n + c.n + d.n > ?", "params": [0]},
+        "_meta": ids(&run, "call_abandoned")}});
+    let slow = tokio::spawn(async move {
+        reqwest::Client::new()
+            .post(url)
+            .bearer_auth(TOKEN_A)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body.to_string())
+            .send()
+            .await
+    });
+    wait_in_flight(&replica, 1).await;
+    tokio::time::timeout(HANG_GUARD, async {
+        while inspect(&store, &config, &run).await.is_empty() {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap();
+    replica.signal("-TERM");
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    replica.signal("-TERM");
+    let (status, stderr) = replica.wait().await;
+    assert!(status.success(), "{stderr}");
+    assert!(stderr.contains("abandoning"), "{stderr}");
+    let _ = slow.await;
+    let records = inspect(&store, &config, &run).await;
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(
+        (
+            records[0]["status"].as_str(),
+            records[0]["error_code"].as_str()
+        ),
+        (Some("ERROR"), Some("EXECUTION_ABANDONED")),
+        "{records:?}"
+    );
+    db.drop().await;
+}

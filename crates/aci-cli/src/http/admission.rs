@@ -69,6 +69,14 @@ impl Admission {
         })
     }
 
+    /// Calls in flight now.
+    pub(crate) fn total(&self) -> usize {
+        self.counts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .total
+    }
+
     /// Calls in flight now, and principals with calls in flight.
     #[cfg(test)]
     fn in_flight(&self) -> (usize, usize) {

@@ -86,6 +86,8 @@ pub(crate) struct Shared {
     pub(crate) tools: Vec<Tool>,
     pub(crate) admission: Arc<Admission>,
     pub(crate) metrics: Arc<Metrics>,
+    /// Set once when the server abandons the calls still in flight.
+    pub(crate) abandon: tokio::sync::watch::Sender<bool>,
 }
 
 /// The rmcp handler: a handle on [`Shared`].
@@ -226,11 +228,20 @@ impl HttpHandler {
             .as_ref()
             .and_then(|object| serde_json::to_string(object).ok())
             .unwrap_or_default();
+        let tool_call_id = ids.tool_call_id.clone();
         let envelope =
             ToolEnvelope::new(ids.tool_call_id, run_text, request.name.as_ref(), arguments)
                 .authorized(true)
                 .read_only(true);
-        let outcome = shared.app.boundary.invoke(&ctx, envelope).await;
+        let mut abandon = shared.abandon.subscribe();
+        // Abandoning drops the call's future: the boundary's guard finalizes
+        // its record ERROR / EXECUTION_ABANDONED on a task of its own.
+        let outcome = tokio::select! {
+            outcome = shared.app.boundary.invoke(&ctx, envelope) => outcome,
+            _ = abandon.wait_for(|abandoned| *abandoned) => {
+                return Answer::refused(ErrorCode::ExecutionAbandoned, &tool_call_id);
+            }
+        };
         Answer {
             status: outcome.control.status,
             evidence_status: outcome.control.evidence_status,

@@ -109,7 +109,9 @@ pub(crate) async fn serve(app: App, config: &Config, options: HttpOptions) -> Re
         .saturating_add(ENVELOPE_BYTES);
     let drain = app.boundary.longest_timeout();
     let store = Arc::clone(app.boundary.store());
+    let (abandon, _) = tokio::sync::watch::channel(false);
     let shared = Arc::new(Shared {
+        abandon,
         tools: mcp_tools()
             .map_err(|e| CliError::config(format!("cannot build the MCP tool list: {e}")))?,
         admission: Admission::new(max_in_flight, config.serve.max_in_flight_per_principal),
@@ -188,8 +190,15 @@ pub(crate) async fn serve(app: App, config: &Config, options: HttpOptions) -> Re
     };
     if abandoned {
         eprintln!("aci: abandoning the calls still in flight");
+        shared.abandon.send_replace(true);
+        // Each abandoned call drops its boundary future and answers at once.
+        let _ = tokio::time::timeout(Duration::from_secs(5), async {
+            while shared.admission.total() > 0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
         cancel.cancel();
-        // The handlers' futures are dropped now; their answers are short.
         let _ = tokio::time::timeout(Duration::from_secs(5), &mut server).await;
         server.abort();
     }
