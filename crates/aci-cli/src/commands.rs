@@ -372,6 +372,17 @@ async fn verify(store: &StoreArgs, run: &str, ids: &[String]) -> Result<ExitCode
     let run_id = parse_run_id(run)?;
     let app = shared_app(store, "verify").await?;
     let checks = app.boundary.journal().verify_citations(&run_id, ids).await;
+    // Who the run belongs to, beside the verdicts (stdout keeps one verdict
+    // per line).
+    if let Ok(Some(owner)) = app
+        .boundary
+        .store()
+        .run_state(&run_id)
+        .await
+        .map(|state| state.and_then(|s| s.owner))
+    {
+        eprintln!("aci: run {run_id} is owned by {owner}");
+    }
     let mut all_stand = true;
     for check in &checks {
         all_stand &= !matches!(check.verdict, CitationVerdict::NotCitable { .. });

@@ -786,6 +786,27 @@ async fn a_run_belongs_to_its_first_principal_on_every_replica() {
             .iter()
             .all(|r| r["tool_call_id"].as_str().unwrap().starts_with("call_a"))
     );
+    // `aci inspect` and `aci verify` show the owner.
+    assert!(
+        records.iter().all(|r| r["run"]["owner"] == "oncall-bot"),
+        "{records:?}"
+    );
+    let output = support::replica::aci(&[
+        "verify",
+        "--run",
+        &run,
+        "--store",
+        &store,
+        "--config",
+        config.to_str().unwrap(),
+        "call_a1",
+    ])
+    .output()
+    .await
+    .unwrap();
+    assert!(output.status.success());
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(stderr.contains("is owned by oncall-bot"), "{stderr}");
     a.cancel().await.unwrap();
     for replica in replicas {
         replica.stop().await;
