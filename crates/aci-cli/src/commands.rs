@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use crate::app::{App, StoreSpec};
 use crate::config::Config;
 use crate::error::CliError;
+use crate::output::{out, outln};
 use crate::{Command, StoreArgs, http, mcp, pretty};
 
 /// Tool definition formats.
@@ -30,7 +31,7 @@ const NOT_READY: u8 = 2;
 pub(crate) async fn run(command: Command) -> Result<ExitCode, CliError> {
     match command {
         Command::Tools { format } => {
-            print!("{}", tools(format.into()));
+            out!("{}", tools(format.into()))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Call {
@@ -92,7 +93,17 @@ pub(crate) async fn run(command: Command) -> Result<ExitCode, CliError> {
                 }
             };
             let app = App::build(&config, store.store.as_deref()).await?;
-            mcp::serve(app, run_id).await?;
+            let options = mcp::ServeOptions {
+                drain: config.serve.drain_secs.map_or_else(
+                    || app.boundary.longest_timeout(),
+                    std::time::Duration::from_secs,
+                ),
+                recovery_age: config
+                    .serve
+                    .recover_older_than_secs
+                    .map_or_else(|| recovery_threshold(&app), std::time::Duration::from_secs),
+            };
+            mcp::serve(app, run_id, options).await?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -148,7 +159,7 @@ async fn call(
     let outcome = app.boundary.invoke(&ctx, envelope).await;
     let compact = serde_json::to_string(&outcome)
         .map_err(|e| CliError::config(format!("cannot print the outcome: {e}")))?;
-    println!("{}", pretty::indent(&compact));
+    outln!("{}", pretty::indent(&compact))?;
     Ok(ExitCode::from(if outcome.observation.is_error() {
         NOT_READY
     } else {
@@ -195,14 +206,14 @@ async fn recover(
         .await
         .map_err(|e| CliError::config(format!("cannot recover the run: {e}")))?;
     for id in &recovered {
-        println!(
+        outln!(
             "{}",
             json!({
                 "tool_call_id": id,
                 "status": "ERROR",
                 "error_code": "EXECUTION_ABANDONED",
             })
-        );
+        )?;
     }
     eprintln!(
         "aci: recovered {} record(s) of run {run_id} older than {} s",
@@ -257,19 +268,19 @@ async fn inspect(
             if let Some(object) = line.as_object_mut() {
                 object.insert("run".to_owned(), run.clone());
             }
-            println!("{line}");
+            outln!("{line}")?;
         }
     } else {
         if let Some(state) = &state {
             let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".to_owned());
-            println!(
+            outln!(
                 "run {run_id}: started {}, deadline {}, owner {}",
                 state.started_at,
                 or_dash(state.deadline.map(|d| d.to_string())),
                 or_dash(state.owner.clone()),
-            );
+            )?;
         }
-        print!("{}", table(&records));
+        out!("{}", table(&records))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -388,7 +399,7 @@ async fn verify(store: &StoreArgs, run: &str, ids: &[String]) -> Result<ExitCode
         all_stand &= !matches!(check.verdict, CitationVerdict::NotCitable { .. });
         let line = serde_json::to_string(check)
             .map_err(|e| CliError::config(format!("cannot print a verdict: {e}")))?;
-        println!("{line}");
+        outln!("{line}")?;
     }
     Ok(ExitCode::from(if all_stand { READY } else { NOT_READY }))
 }

@@ -28,6 +28,12 @@
 //! [run.tool_budgets]
 //! query_mysql = 10
 //!
+//! [serve]
+//! drain_secs = 30            # at a stop, how long running calls may finish
+//!                            # (default: the longest tool timeout)
+//! recover_older_than_secs = 90  # at start, recover this run's PROJECTING records
+//!                            # older than this (default: longest tool timeout + 30)
+//!
 //! [knowledge]
 //! dir = "./runbooks"         # Markdown files; default: the bundled runbooks
 //!
@@ -53,7 +59,7 @@ use projectors_mysql::MysqlConfig;
 use serde::Deserialize;
 
 use crate::error::CliError;
-pub(crate) use crate::http::config::{AuthSection, ServeSection};
+pub(crate) use crate::http::config::AuthSection;
 
 /// The whole configuration file.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -70,13 +76,12 @@ pub(crate) struct Config {
     #[serde(default)]
     pub(crate) knowledge: KnowledgeSection,
     #[serde(default)]
+    pub(crate) serve: ServeSection,
+    #[serde(default)]
     pub(crate) mysql: MysqlConfig,
     /// `[auth]`: bearer tokens of `aci serve --http`.
     #[serde(default)]
     pub(crate) auth: AuthSection,
-    /// `[serve]`: bounds of `aci serve --http`.
-    #[serde(default)]
-    pub(crate) serve: ServeSection,
 }
 
 /// `[redis]`.
@@ -111,6 +116,28 @@ pub(crate) struct RunSection {
     pub(crate) budget: Option<u32>,
     #[serde(default)]
     pub(crate) tool_budgets: BTreeMap<String, u32>,
+}
+
+/// `[serve]`: the MCP server.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ServeSection {
+    /// At a stop, how long running calls may still finish before they are
+    /// abandoned (default: the longest tool timeout).
+    pub(crate) drain_secs: Option<u64>,
+    /// At start, this run's PROJECTING records older than this are finalized
+    /// `ERROR / EXECUTION_ABANDONED` (default: the longest tool timeout plus
+    /// a margin). Shorter is safe only when no other live process serves the
+    /// run.
+    pub(crate) recover_older_than_secs: Option<u64>,
+    /// `--http`: calls running at once in this replica (default 64).
+    pub(crate) max_in_flight: Option<usize>,
+    /// `--http`: calls running at once per principal in this replica
+    /// (default: only the replica's limit).
+    pub(crate) max_in_flight_per_principal: Option<usize>,
+    /// `--http`: `Host` header values accepted (DNS rebinding protection;
+    /// default: the loopback names).
+    pub(crate) allowed_hosts: Option<Vec<String>>,
 }
 
 /// `[knowledge]`.
@@ -171,6 +198,7 @@ mod tests {
         let config = Config::parse(&doc).unwrap();
         assert_eq!(config.store.as_deref(), Some("memory"));
         assert_eq!(config.limits.timeout_secs, Some(30));
+        assert_eq!(config.serve.drain_secs, Some(30));
         assert_eq!(config.run.tool_budgets.get("query_mysql"), Some(&10));
         let orders = &config.mysql.data_sources["orders"];
         assert_eq!(orders.max_rows, Some(100));

@@ -19,6 +19,7 @@ mod config;
 mod error;
 mod http;
 mod mcp;
+mod output;
 mod pretty;
 
 use std::path::PathBuf;
@@ -182,8 +183,10 @@ fn main() -> ExitCode {
     match runtime.block_on(commands::run(cli.command)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("aci: {e}");
-            ExitCode::from(1)
+            if e.has_message() {
+                eprintln!("aci: {e}");
+            }
+            ExitCode::from(e.exit_code())
         }
     }
 }
@@ -200,21 +203,45 @@ fn install_panic_hook() {
     }));
 }
 
+/// Crates whose events below `warn` carry payloads, URLs or keys (rmcp logs
+/// whole requests and results at `debug`; the HTTP stack and the drivers log
+/// what they send): they never log below `warn`, whatever `RUST_LOG` says.
+const QUIET_TARGETS: [&str; 12] = [
+    "rmcp",
+    "hyper",
+    "hyper_util",
+    "h2",
+    "tower",
+    "tower_http",
+    "axum",
+    "reqwest",
+    "redis",
+    "mysql_async",
+    "mysql_common",
+    "tantivy",
+];
+
 /// Logs go to stderr only (stdout carries results or the MCP protocol);
-/// `RUST_LOG` sets the filter, default `warn`.
+/// `RUST_LOG` sets the filter, default `warn`, and [`QUIET_TARGETS`] stay at
+/// `warn` or above.
 fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::filter::{FilterExt as _, LevelFilter, Targets};
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
-    use tracing_subscriber::{Layer as _, fmt};
+
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let quiet = QUIET_TARGETS.iter().fold(
+        Targets::new().with_default(LevelFilter::TRACE),
+        |targets, target| targets.with_target(*target, LevelFilter::WARN),
+    );
+    let layer = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_filter(filter.and(quiet));
     let _ = tracing_subscriber::registry()
-        .with(
-            fmt::layer()
-                .with_writer(std::io::stderr)
-                .with_ansi(false)
-                .with_filter(filter),
-        )
+        .with(layer)
         .with(http::execution_metrics_layer())
         .try_init();
 }

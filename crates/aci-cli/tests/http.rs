@@ -5,7 +5,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+mod http_support;
+use http_support as support;
 
 use std::path::PathBuf;
 

@@ -14,7 +14,7 @@
 //! jwks_file = "/etc/aci/jwks.json"   # RS256, ES256 and EdDSA keys
 //! leeway_secs = 30
 //!
-//! [serve]
+//! [serve]                           # (struct in crate::config: shared with stdio)
 //! max_in_flight = 64                 # calls running at once in this replica
 //! max_in_flight_per_principal = 16   # and per principal (default: no own limit)
 //! allowed_hosts = ["aci.example.com"] # Host headers accepted (default: loopback names)
@@ -60,19 +60,6 @@ pub(crate) struct JwtSection {
     pub(crate) jwks_file: PathBuf,
     /// Clock skew allowed on `exp` and `nbf` (default 30).
     pub(crate) leeway_secs: Option<u64>,
-}
-
-/// `[serve]`: bounds of the HTTP server.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ServeSection {
-    /// Calls running at once in this replica (default 64).
-    pub(crate) max_in_flight: Option<usize>,
-    /// Calls running at once per principal in this replica (default: only
-    /// the replica's limit).
-    pub(crate) max_in_flight_per_principal: Option<usize>,
-    /// `Host` header values accepted (DNS rebinding protection).
-    pub(crate) allowed_hosts: Option<Vec<String>>,
 }
 
 #[cfg(test)]

@@ -45,6 +45,7 @@ use super::auth::Principal;
 use super::metrics::Metrics;
 use super::ownership;
 use crate::app::App;
+use crate::mcp::server::McpSession;
 use crate::mcp::{META_RUN_ID, META_TOOL_CALL_ID, meta_text, observation_result, server_config};
 
 /// The header that carries the framework's tool call id.
@@ -152,7 +153,11 @@ impl HttpCallIds {
 /// The session is the client's `Mcp-Session-Id` when it declares a usable
 /// one, else the TCP connection the request came on.
 pub(crate) fn fallback_tool_call_id(session: &str, request_id: &RequestId) -> String {
-    format!("mcp:{session}:{request_id}")
+    match McpSession::new(session) {
+        Ok(session) => session.compose(request_id),
+        // Connection names and accepted declared sessions are always valid.
+        Err(_) => format!("mcp:http:{request_id}"),
+    }
 }
 
 /// Whether a declared session can be part of a composed id: 1 to 64 bytes

@@ -107,7 +107,10 @@ pub(crate) async fn serve(app: App, config: &Config, options: HttpOptions) -> Re
         .limits()
         .max_request_bytes
         .saturating_add(ENVELOPE_BYTES);
-    let drain = app.boundary.longest_timeout();
+    let drain = config
+        .serve
+        .drain_secs
+        .map_or_else(|| app.boundary.longest_timeout(), Duration::from_secs);
     let store = Arc::clone(app.boundary.store());
     let (abandon, _) = tokio::sync::watch::channel(false);
     let shared = Arc::new(Shared {
@@ -218,6 +221,8 @@ async fn drain_abandoned(app: &App) {
             "aci: some abandoned calls could not be finalized in time; `aci recover` finalizes them"
         );
     }
+    // Abandoned MySQL statements are killed on the server, not left running.
+    let _ = tokio::time::timeout(Duration::from_secs(5), projectors_mysql::drain_kills()).await;
 }
 
 fn server_end(result: Result<std::io::Result<()>, tokio::task::JoinError>) -> Result<(), CliError> {
