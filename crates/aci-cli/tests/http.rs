@@ -979,3 +979,58 @@ async fn a_second_sigterm_abandons_calls_in_flight_and_finalizes_them() {
     );
     db.drop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn at_rust_log_trace_no_payload_token_or_claim_is_logged() {
+    let keys = Keys::new();
+    let replica =
+        Replica::start_with_env(&config(&keys, ""), "memory", &[], &[("RUST_LOG", "trace")]).await;
+    let run = unique("run");
+    let sentinel = "sentinel-7c1d9e-payload";
+    let client = replica.client("/mcp", Some(TOKEN_A)).await;
+    call(
+        &client,
+        "query_logs",
+        json!({"topic": "APPLICATION", "query": sentinel}),
+        ids(&run, "call_1"),
+    )
+    .await;
+    client.cancel().await.unwrap();
+    let mut jwt_claims = claims(ISSUER, AUDIENCE, "agent-9");
+    jwt_claims["email"] = json!("sentinel-claim-4f2a@example.test");
+    let jwt = keys.ed.sign(&jwt_claims);
+    let client = replica.client("/mcp", Some(&jwt)).await;
+    call(
+        &client,
+        "query_logs",
+        json!({"topic": "APPLICATION", "query": "timeout"}),
+        ids(&run, "call_2"),
+    )
+    .await;
+    client.cancel().await.unwrap();
+    let (status, _, _) = post_call(
+        &replica.url("/mcp"),
+        Some("sentinel-token-88aa"),
+        1,
+        "query_logs",
+        &json!({}),
+        &json!({}),
+    )
+    .await;
+    assert_eq!(status, 401);
+    let (status, stderr) = replica.stop().await;
+    assert!(status.success());
+    assert!(stderr.contains("tool call finished"), "the log is on:\n{stderr}");
+    for planted in [
+        sentinel,
+        "sentinel-claim-4f2a",
+        "sentinel-token-88aa",
+        TOKEN_A,
+        jwt.as_str(),
+    ] {
+        assert!(
+            !stderr.contains(planted),
+            "{planted} reached the log:\n{stderr}"
+        );
+    }
+}
