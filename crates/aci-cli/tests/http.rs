@@ -1020,7 +1020,10 @@ async fn at_rust_log_trace_no_payload_token_or_claim_is_logged() {
     assert_eq!(status, 401);
     let (status, stderr) = replica.stop().await;
     assert!(status.success());
-    assert!(stderr.contains("tool call finished"), "the log is on:\n{stderr}");
+    assert!(
+        stderr.contains("tool call finished"),
+        "the log is on:\n{stderr}"
+    );
     for planted in [
         sentinel,
         "sentinel-claim-4f2a",

@@ -19,7 +19,8 @@
 //! metadata need no token ([`ops`]).
 //!
 //! SIGTERM or SIGINT stops taking connections and lets calls in flight finish
-//! for up to the drain time (the longest tool timeout); then, or on a second
+//! for up to the drain time (`[serve] drain_secs`, default the longest tool
+//! timeout); then, or on a second
 //! signal, the rest are abandoned (the boundary finalizes them) and the
 //! process exits once those finalizations were sent.
 
