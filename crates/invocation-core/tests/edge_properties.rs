@@ -278,8 +278,10 @@ fn check(plan: Vec<Fault>, calls: Vec<Call>) -> Result<(), TestCaseError> {
                 );
             }
         }
-        // What killed processes left is recovered (nothing live remains).
-        live.journal()
+        // What killed processes left is recovered (nothing live remains), by
+        // a later process that finds the store healthy again.
+        let healthy: Arc<dyn InvocationStore> = Arc::new(store.inner.clone());
+        invocation_core::Journal::new(healthy, Arc::new(invocation_core::SystemClock))
             .recover_run(&run, Duration::ZERO)
             .await
             .unwrap();
