@@ -16,6 +16,10 @@
 //!   over the difference in calls is the figure (start-up cancels out). It
 //!   says which counter it used; callgrind's files stay in
 //!   `target/callgrind/` for `callgrind_annotate`.
+//! - `bench http` builds the release `aci` binary and the `bench_http`
+//!   example of `aci-cli`, then runs the example: one and three `aci serve
+//!   --http` replicas against the same calls made directly on the boundary,
+//!   on one spawned `redis-server` (last line `ratio_1r_c1=… ratio_3r_c16=…`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -146,6 +150,54 @@ fn parse_callgrind(text: &str) -> Option<u64> {
         })
         .and_then(|count| count.split_whitespace().next())
         .and_then(|count| count.parse().ok())
+}
+
+/// Runs the HTTP server benchmark from the workspace root.
+pub(crate) fn http(workspace_root: &Path) -> ExitCode {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let built = Command::new(&cargo)
+        .current_dir(workspace_root)
+        .args([
+            "build",
+            "--quiet",
+            "--release",
+            "--package",
+            "aci-cli",
+            "--bin",
+            "aci",
+            "--example",
+            "bench_http",
+        ])
+        .status();
+    match built {
+        Ok(status) if status.success() => {}
+        Ok(status) => {
+            eprintln!("building the HTTP benchmark failed ({status})");
+            return ExitCode::FAILURE;
+        }
+        Err(error) => {
+            eprintln!("could not run cargo: {error}");
+            return ExitCode::FAILURE;
+        }
+    }
+    let release = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace_root.join("target"), Into::into)
+        .join("release");
+    let status = Command::new(release.join("examples").join("bench_http"))
+        .current_dir(workspace_root)
+        .env("ACI_BIN", release.join("aci"))
+        .status();
+    match status {
+        Ok(status) if status.success() => ExitCode::SUCCESS,
+        Ok(status) => {
+            eprintln!("the HTTP benchmark failed ({status})");
+            ExitCode::FAILURE
+        }
+        Err(error) => {
+            eprintln!("could not run the HTTP benchmark: {error}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// Counts instructions per READY call; see the module docs.

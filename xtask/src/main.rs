@@ -6,6 +6,8 @@
 //!   committed schemas differ from the contracts, are missing, or are extra.
 //! - `bench redis`: the Redis store benchmark (spawns its own redis-server).
 //! - `bench instructions`: instructions per READY call, memory and Redis.
+//! - `bench http`: `aci serve --http` (one and three replicas) against the
+//!   direct boundary (spawns its own redis-server).
 
 mod bench;
 mod schema;
@@ -13,7 +15,7 @@ mod schema;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: cargo xtask schema [--check] | cargo xtask bench redis | cargo xtask bench instructions";
+const USAGE: &str = "usage: cargo xtask schema [--check] | cargo xtask bench redis | cargo xtask bench instructions | cargo xtask bench http";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -23,6 +25,7 @@ fn main() -> ExitCode {
         ["schema", "--check"] => report(schema::check(&schemas_dir())),
         ["bench", "redis"] => bench::redis(&workspace_root()),
         ["bench", "instructions"] => bench::instructions(&workspace_root()),
+        ["bench", "http"] => bench::http(&workspace_root()),
         _ => {
             eprintln!("{USAGE}");
             ExitCode::from(2)

@@ -12,7 +12,7 @@ use crate::app::{App, StoreSpec};
 use crate::config::Config;
 use crate::error::CliError;
 use crate::output::{out, outln};
-use crate::{Command, StoreArgs, mcp, pretty};
+use crate::{Command, StoreArgs, http, mcp, pretty};
 
 /// Tool definition formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,7 +53,36 @@ pub(crate) async fn run(command: Command) -> Result<ExitCode, CliError> {
             older_than,
             store,
         } => recover(&store, &run, older_than).await,
-        Command::Serve { run_id, store } => {
+        Command::Serve {
+            run_id,
+            http: Some(addr),
+            insecure_no_auth,
+            store,
+        } => {
+            debug_assert!(run_id.is_none(), "clap: --run-id conflicts with --http");
+            let config = load_config(&store)?;
+            let spec = StoreSpec::parse(
+                store
+                    .store
+                    .as_deref()
+                    .or(config.store.as_deref())
+                    .unwrap_or("memory"),
+            )?;
+            let app = App::build(&config, store.store.as_deref()).await?;
+            let options = http::HttpOptions {
+                addr,
+                insecure_no_auth,
+                shared_store: spec.is_shared(),
+            };
+            http::serve(app, &config, options).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Serve {
+            run_id,
+            http: None,
+            store,
+            ..
+        } => {
             let config = load_config(&store)?;
             let run_id = match run_id {
                 Some(id) => parse_run_id(&id)?,
@@ -354,6 +383,17 @@ async fn verify(store: &StoreArgs, run: &str, ids: &[String]) -> Result<ExitCode
     let run_id = parse_run_id(run)?;
     let app = shared_app(store, "verify").await?;
     let checks = app.boundary.journal().verify_citations(&run_id, ids).await;
+    // Who the run belongs to, beside the verdicts (stdout keeps one verdict
+    // per line).
+    if let Ok(Some(owner)) = app
+        .boundary
+        .store()
+        .run_state(&run_id)
+        .await
+        .map(|state| state.and_then(|s| s.owner))
+    {
+        eprintln!("aci: run {run_id} is owned by {owner}");
+    }
     let mut all_stand = true;
     for check in &checks {
         all_stand &= !matches!(check.verdict, CitationVerdict::NotCitable { .. });

@@ -58,6 +58,9 @@
 //! timestamp = "rfc3339"       # or epoch_seconds, epoch_millis, a strftime layout
 //! time_zone = "UTC"           # of times without an offset: UTC or ±HH:MM
 //! ```
+//!
+//! `aci serve --http` adds `[auth]` and `[serve]`, documented in
+//! [`crate::http::config`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -67,6 +70,7 @@ use projectors_mysql::MysqlConfig;
 use serde::Deserialize;
 
 use crate::error::CliError;
+pub(crate) use crate::http::config::AuthSection;
 
 /// The whole configuration file.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -88,6 +92,9 @@ pub(crate) struct Config {
     pub(crate) mysql: MysqlConfig,
     #[serde(default)]
     pub(crate) logs: LogsConfig,
+    /// `[auth]`: bearer tokens of `aci serve --http`.
+    #[serde(default)]
+    pub(crate) auth: AuthSection,
 }
 
 /// `[redis]`.
@@ -136,6 +143,14 @@ pub(crate) struct ServeSection {
     /// a margin). Shorter is safe only when no other live process serves the
     /// run.
     pub(crate) recover_older_than_secs: Option<u64>,
+    /// `--http`: calls running at once in this replica (default 64).
+    pub(crate) max_in_flight: Option<usize>,
+    /// `--http`: calls running at once per principal in this replica
+    /// (default: only the replica's limit).
+    pub(crate) max_in_flight_per_principal: Option<usize>,
+    /// `--http`: `Host` header values accepted (DNS rebinding protection;
+    /// default: the loopback names).
+    pub(crate) allowed_hosts: Option<Vec<String>>,
 }
 
 /// `[knowledge]`.

@@ -7,7 +7,8 @@
 //!   ERROR, 1 for a usage or configuration error.
 //! - `aci inspect` and `aci verify` read a run's journal from a shared store.
 //! - `aci recover` finalizes a run's calls left PROJECTING by a killed process.
-//! - `aci serve` is an MCP server on stdio.
+//! - `aci serve` is an MCP server on stdio; `aci serve --http ADDR` serves
+//!   MCP Streamable HTTP to many agents (and many replicas on one store).
 //!
 //! With no configuration, everything runs on embedded defaults: the in-memory
 //! store, the bundled runbooks, the mock log source, and no MySQL data source.
@@ -16,6 +17,7 @@ mod app;
 mod commands;
 mod config;
 mod error;
+mod http;
 mod mcp;
 mod output;
 mod pretty;
@@ -126,10 +128,21 @@ enum Command {
     /// (`aci/run_id`, `aci/tool_call_id`); otherwise the tool call id is the
     /// JSON-RPC request id and the run id is the server's (`--run-id`, or one
     /// made at start and written to stderr). Logs go to stderr (`RUST_LOG`).
+    ///
+    /// With `--http ADDR` it serves MCP Streamable HTTP instead, at `/mcp` and
+    /// `/runs/<run_id>/mcp`, to callers with a bearer token of the config's
+    /// `[auth]`; the run id then comes from each request (`_meta`, the
+    /// `Aci-Run-Id` header, or the URL), never from the server.
     Serve {
-        /// The server's run id (default: a fresh `run-<uuid>`).
-        #[arg(long)]
+        /// The server's run id (default: a fresh `run-<uuid>`; stdio only).
+        #[arg(long, conflicts_with = "http")]
         run_id: Option<String>,
+        /// Serve MCP Streamable HTTP on this address, e.g. `127.0.0.1:8080`.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<String>,
+        /// With `--http`: serve without authentication (local development only).
+        #[arg(long, requires = "http")]
+        insecure_no_auth: bool,
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -227,7 +240,10 @@ fn init_tracing() {
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .with_filter(filter.and(quiet));
-    let _ = tracing_subscriber::registry().with(layer).try_init();
+    let _ = tracing_subscriber::registry()
+        .with(layer)
+        .with(http::execution_metrics_layer())
+        .try_init();
 }
 
 impl From<Format> for commands::ToolFormat {

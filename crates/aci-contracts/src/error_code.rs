@@ -117,6 +117,9 @@ error_codes! {
     /// The query is not a single read-only statement the tool accepts.
     QueryRejected = "QUERY_REJECTED", retry: false,
         "The query was refused; send one read-only SELECT statement with ? placeholders for values.";
+    /// The server already runs as many calls as it admits; nothing was run or recorded.
+    Overloaded = "OVERLOADED", retry: true,
+        "The server is busy with other calls, so this one was not run; call the tool again shortly.";
 }
 
 impl std::fmt::Display for ErrorCode {
@@ -158,6 +161,7 @@ mod tests {
                 "RECORD_EXPIRED",
                 "DATA_SOURCE_UNKNOWN",
                 "QUERY_REJECTED",
+                "OVERLOADED",
             ]
         );
         for code in ErrorCode::ALL {

@@ -1,0 +1,207 @@
+//! `aci serve --http` child processes: start on a free loopback port, talk to
+//! them with the rmcp client or raw HTTP, stop them with SIGTERM or SIGKILL.
+
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{RoleClient, ServiceExt as _};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt as _, BufReader};
+use tokio::process::{Child, Command};
+
+use super::HANG_GUARD;
+
+/// One running replica.
+pub struct Replica {
+    child: Child,
+    /// `127.0.0.1:PORT`.
+    pub addr: String,
+    stderr: Arc<Mutex<String>>,
+    stderr_done: tokio::task::JoinHandle<()>,
+}
+
+/// The `aci` command with `args`.
+pub fn aci(args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_aci"));
+    command.args(args);
+    command
+}
+
+impl Replica {
+    /// Starts `aci serve --http 127.0.0.1:0 --config CONFIG --store STORE ARGS`
+    /// and waits until it listens.
+    pub async fn start(config: &Path, store: &str, args: &[&str]) -> Self {
+        Self::start_with_env(config, store, args, &[("RUST_LOG", "info")]).await
+    }
+
+    /// [`start`](Self::start) with environment variables.
+    pub async fn start_with_env(
+        config: &Path,
+        store: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
+        let config = config.to_str().unwrap();
+        let mut command = aci(&[
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--config",
+            config,
+            "--store",
+            store,
+        ]);
+        command
+            .args(args)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = command.spawn().unwrap();
+        let stderr_pipe = child.stderr.take().unwrap();
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
+        let sink = Arc::clone(&stderr);
+        let stderr_done = tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr_pipe).lines();
+            let mut addr_tx = Some(addr_tx);
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Some(rest) = line.strip_prefix("aci: serving MCP over HTTP at http://")
+                    && let Some(tx) = addr_tx.take()
+                {
+                    let _ = tx.send(rest.trim_end_matches("/mcp").to_owned());
+                }
+                let mut text = sink.lock().unwrap();
+                text.push_str(&line);
+                text.push('\n');
+            }
+        });
+        let addr = match tokio::time::timeout(HANG_GUARD, addr_rx).await {
+            Ok(Ok(addr)) => addr,
+            _ => panic!(
+                "the replica did not start: {}",
+                stderr.lock().unwrap().as_str()
+            ),
+        };
+        Self {
+            child,
+            addr,
+            stderr,
+            stderr_done,
+        }
+    }
+
+    /// `http://ADDR{path}`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// An rmcp client of `path` (e.g. `/mcp`) with `token` (none: no header).
+    pub async fn client(&self, path: &str, token: Option<&str>) -> RunningService<RoleClient, ()> {
+        let mut config = StreamableHttpClientTransportConfig::with_uri(self.url(path))
+            .max_concurrent_requests(64);
+        if let Some(token) = token {
+            config = config.auth_header(token);
+        }
+        let transport = StreamableHttpClientTransport::with_client(reqwest::Client::new(), config);
+        tokio::time::timeout(HANG_GUARD, ().serve(transport))
+            .await
+            .unwrap()
+            .unwrap()
+    }
+
+    /// What the replica wrote on stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id().unwrap()
+    }
+
+    /// Sends `signal` (e.g. `-TERM`, `-KILL`).
+    pub fn signal(&self, signal: &str) {
+        let status = std::process::Command::new("kill")
+            .args([signal, &self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits for the process to exit; returns its status and all of stderr.
+    pub async fn wait(mut self) -> (ExitStatus, String) {
+        let status = tokio::time::timeout(HANG_GUARD, self.child.wait())
+            .await
+            .unwrap()
+            .unwrap();
+        let _ = tokio::time::timeout(HANG_GUARD, &mut self.stderr_done).await;
+        let text = self.stderr.lock().unwrap().clone();
+        (status, text)
+    }
+
+    /// SIGTERM, then the exit status and stderr.
+    pub async fn stop(self) -> (ExitStatus, String) {
+        self.signal("-TERM");
+        self.wait().await
+    }
+}
+
+/// A raw JSON-RPC `tools/call` POST (no MCP handshake): what any HTTP client
+/// can send. Returns the status, the `WWW-Authenticate` header and the body.
+pub async fn post_call(
+    url: &str,
+    token: Option<&str>,
+    id: u64,
+    tool: &str,
+    arguments: &Value,
+    meta: &Value,
+) -> (u16, Option<String>, String) {
+    let body = json!({
+        "jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": { "name": tool, "arguments": arguments, "_meta": meta },
+    });
+    post_json(url, token, &body.to_string()).await
+}
+
+/// POSTs `body` as JSON to `url`.
+pub async fn post_json(
+    url: &str,
+    token: Option<&str>,
+    body: &str,
+) -> (u16, Option<String>, String) {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(body.to_owned());
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = tokio::time::timeout(HANG_GUARD, request.send())
+        .await
+        .unwrap()
+        .unwrap();
+    let status = response.status().as_u16();
+    let challenge = response
+        .headers()
+        .get("www-authenticate")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let text = response.text().await.unwrap_or_default();
+    (status, challenge, text)
+}
+
+/// GETs `url`: status and body.
+pub async fn get(url: &str) -> (u16, String) {
+    let response = tokio::time::timeout(HANG_GUARD, reqwest::get(url))
+        .await
+        .unwrap()
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap_or_default())
+}
