@@ -832,7 +832,7 @@ async fn a_replica_killed_mid_call_is_recovered_and_never_reruns() {
             "arguments": {"data_source": "shop", "sql": SLOW_SQL, "params": [0]},
             "_meta": ids(&run, "call_killed")}});
         tokio::spawn(async move {
-            reqwest::Client::new()
+            http_support::http_client()
                 .post(url)
                 .bearer_auth(TOKEN_A)
                 .header("content-type", "application/json")
@@ -943,7 +943,7 @@ async fn a_second_sigterm_abandons_calls_in_flight_and_finalizes_them() {
         "arguments": {"data_source": "shop", "sql": "SELECT COUNT(*) AS c FROM t a, t b, t c, t d WHERE a.n + b.n + c.n + d.n > ?", "params": [0]},
         "_meta": ids(&run, "call_abandoned")}});
     let slow = tokio::spawn(async move {
-        reqwest::Client::new()
+        http_support::http_client()
             .post(url)
             .bearer_auth(TOKEN_A)
             .header("content-type", "application/json")

@@ -12,6 +12,15 @@ pub mod replica;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// An HTTP client for the tests. In a workspace build rustls has both the
+/// ring and the aws-lc-rs providers (another crate's dev-dependencies enable
+/// the second), so none is the default: use ring, as the rest of the
+/// workspace does.
+pub fn http_client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
+}
+
 /// A guard against a hung server, not a timing assertion.
 pub const HANG_GUARD: Duration = Duration::from_secs(120);
 

@@ -108,7 +108,8 @@ impl Replica {
         if let Some(token) = token {
             config = config.auth_header(token);
         }
-        let transport = StreamableHttpClientTransport::with_client(reqwest::Client::new(), config);
+        let transport =
+            StreamableHttpClientTransport::with_client(crate::http_support::http_client(), config);
         tokio::time::timeout(HANG_GUARD, ().serve(transport))
             .await
             .unwrap()
@@ -175,7 +176,7 @@ pub async fn post_json(
     token: Option<&str>,
     body: &str,
 ) -> (u16, Option<String>, String) {
-    let mut request = reqwest::Client::new()
+    let mut request = crate::http_support::http_client()
         .post(url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
