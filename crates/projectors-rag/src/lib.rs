@@ -13,13 +13,16 @@
 //!   fits the boundary's default agent result limit.
 //! - [`knowledge_scope`] is the scope normalizer behind the duplicate
 //!   fingerprint (see [`scope`] for what counts as the same scope).
-//! - [`MarkdownKnowledgeBase`] is a [`KnowledgeSource`] over Markdown runbooks
-//!   (the bundled ones, or a directory), chunked by headings and searched with
-//!   BM25 in RAM.
+//! - [`MarkdownKnowledgeBase`] (feature `knowledge-base`, on by default) is a
+//!   [`KnowledgeSource`] over Markdown and plain-text runbooks in any
+//!   language (the bundled ones, or a directory), chunked by headings and
+//!   searched with BM25, in RAM or in a persistent index directory that later
+//!   processes reuse.
 //! - [`lookup_knowledge_tool`] puts it together as a frozen
 //!   [`ToolSpec`].
 //!
 //! ```
+//! # #[cfg(feature = "knowledge-base")]
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
 //!
@@ -40,11 +43,14 @@
 //! let outcome = boundary.invoke(&run, call).await;
 //! assert_eq!(outcome.observation.to_json()["evidence_status"], "EVIDENCE_FOUND");
 //! # Ok(()) }
+//! # #[cfg(feature = "knowledge-base")]
 //! # tokio::runtime::Runtime::new().unwrap().block_on(demo()).unwrap();
 //! ```
 
+#[cfg(feature = "knowledge-base")]
 mod error;
 mod json_text;
+#[cfg(feature = "knowledge-base")]
 mod knowledge_base;
 mod projector;
 pub mod scope;
@@ -53,10 +59,15 @@ mod source;
 use aci_contracts::{LookupKnowledgeRequest, ToolName};
 use invocation_core::ToolSpec;
 
+#[cfg(feature = "knowledge-base")]
 pub use error::{Error, Result};
+#[cfg(feature = "knowledge-base")]
+pub use knowledge_base::evaluation;
+#[cfg(feature = "knowledge-base")]
 pub use knowledge_base::{
-    CHUNK_TARGET_BYTES, DEFAULT_TOP_K, HIGH_COVERAGE, MAX_QUERY_TERMS, MEDIUM_COVERAGE,
-    MarkdownDocument, MarkdownKnowledgeBase, Progress,
+    ANALYZER_VERSION, CHUNK_TARGET_BYTES, Change, CjkSegmenter, DEFAULT_TOP_K, DirOptions,
+    FileFailure, HIGH_COVERAGE, IndexReport, MAX_QUERY_TERMS, MEDIUM_COVERAGE, MarkdownDocument,
+    MarkdownKnowledgeBase, Progress, Rebuild,
 };
 pub use projector::{
     BREADCRUMB_SEPARATOR, DEFAULT_MAX_EXCERPT_BYTES, DEFAULT_MAX_FIELD_BYTES, DEFAULT_MAX_ITEMS,
