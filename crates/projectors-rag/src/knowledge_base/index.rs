@@ -581,7 +581,11 @@ fn open_persistent(
         match Index::open_in_dir(path) {
             Ok(index) => {
                 let same_schema = index.schema() == schema;
+                // Opening a reader opens every segment: missing or truncated
+                // segment files show here, not at the first search.
+                let readable = reader(&index).is_ok();
                 match Manifest::read(&index) {
+                    Some(_) if !readable => Rebuild::Corrupt,
                     Some(manifest) if same_schema && manifest.compatible(wanted) => {
                         return Ok((index, None));
                     }
