@@ -84,6 +84,9 @@ struct RunSettings {
 #[derive(Debug)]
 pub(crate) struct App {
     pub(crate) boundary: ToolBoundary,
+    /// The knowledge base of `[knowledge] dir` (shared with the tool), for the
+    /// serve-time watcher; `None` for the bundled runbooks.
+    pub(crate) knowledge: Option<MarkdownKnowledgeBase>,
     clock: Arc<dyn Clock>,
     run: RunSettings,
     /// When each run was first seen: its deadline counts from there.
@@ -97,12 +100,18 @@ impl App {
         let spec = StoreSpec::parse(store.or(config.store.as_deref()).unwrap_or("memory"))?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let store = open_store(&spec, config, &clock).await?;
-        let knowledge = match &config.knowledge.dir {
-            Some(dir) => MarkdownKnowledgeBase::from_dir(dir, report_progress)
-                .map_err(|e| CliError::config(format!("knowledge directory: {e}")))?,
-            None => MarkdownKnowledgeBase::bundled()
-                .map_err(|e| CliError::config(format!("bundled knowledge base: {e}")))?,
-        };
+        let (knowledge, report) = crate::index::open_knowledge(&config.knowledge, report_progress)?;
+        if let Some(report) = &report {
+            eprintln!(
+                "aci: knowledge index: {} reused, {} added, {} updated, {} removed, {} failed",
+                report.reused,
+                report.added,
+                report.updated,
+                report.removed,
+                report.failed.len()
+            );
+        }
+        let watched = report.is_some().then(|| knowledge.clone());
         let limits = limits(config);
         let mysql = MysqlAsyncExecutor::new(&config.mysql)
             .map_err(|e| CliError::config(format!("mysql: {e}")))?;
@@ -116,6 +125,7 @@ impl App {
             .map_err(|e| CliError::config(format!("tools: {e}")))?;
         Ok(Self {
             boundary,
+            knowledge: watched,
             clock,
             run: RunSettings {
                 deadline: config.run.deadline_secs.map(Duration::from_secs),
@@ -218,6 +228,9 @@ fn report_progress(progress: Progress) {
             if done % step == 0 || done == total {
                 eprintln!("aci: read {done}/{total} knowledge files");
             }
+        }
+        Progress::Failed { path, code } => {
+            eprintln!("aci: skipped knowledge file {path} ({code})");
         }
         Progress::Indexed { documents, chunks } => {
             eprintln!("aci: indexed {documents} documents in {chunks} chunks");

@@ -6,7 +6,9 @@
 //!   `{"observation": …, "control": …}`; exit status 0 when READY, 2 when
 //!   ERROR, 1 for a usage or configuration error.
 //! - `aci inspect` and `aci verify` read a run's journal from a shared store.
-//! - `aci serve` is an MCP server on stdio.
+//! - `aci index` builds or updates the persistent knowledge index.
+//! - `aci serve` is an MCP server on stdio; it picks up changed knowledge
+//!   files without a restart.
 //!
 //! With no configuration, everything runs on embedded defaults: the in-memory
 //! store, the bundled runbooks, the mock log source, and no MySQL data source.
@@ -15,6 +17,8 @@ mod app;
 mod commands;
 mod config;
 mod error;
+mod index;
+mod knowledge_watch;
 mod mcp;
 mod pretty;
 
@@ -99,6 +103,13 @@ enum Command {
         ids: Vec<String>,
         #[command(flatten)]
         store: StoreArgs,
+    },
+    /// Build or update the persistent index of `[knowledge] dir` and print
+    /// what changed (later `aci call`/`aci serve` processes reuse it).
+    Index {
+        /// The TOML configuration file with the `[knowledge]` section.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
     },
     /// Serve the three tools over MCP on stdio.
     ///

@@ -87,6 +87,7 @@ pub(crate) const META_TOOL_CALL_ID: &str = "aci/tool_call_id";
 /// Serves the boundary's tools over MCP on stdin/stdout until the client
 /// disconnects or the process is asked to stop.
 pub(crate) async fn serve(app: App, run_id: RunId) -> Result<(), CliError> {
+    let _knowledge_watch = crate::knowledge_watch::watch(&app);
     let server = AciServer::new(app, run_id)?;
     let mut shutdown = Shutdown::listen();
     let transport = (ThreadStdin::spawn()?, tokio::io::stdout());

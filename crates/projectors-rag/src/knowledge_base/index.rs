@@ -276,6 +276,8 @@ pub struct IndexReport {
     pub chunks: usize,
     /// Whether the index lives in a directory (else in RAM).
     pub persistent: bool,
+    /// The directory of the persistent index, if any.
+    pub index_path: Option<PathBuf>,
 }
 
 impl IndexReport {
@@ -294,7 +296,7 @@ pub(crate) struct DirIndex {
     pub(crate) plain_text: bool,
     pub(crate) wanted: Manifest,
     pub(crate) rebuilt: Option<Rebuild>,
-    pub(crate) persistent: bool,
+    pub(crate) index_path: Option<PathBuf>,
 }
 
 /// Where the persistent index of `root` lives under `index_dir`: one
@@ -315,11 +317,14 @@ impl DirIndex {
         plain_text: bool,
         analyzer: &TextAnalyzer,
     ) -> Result<Self> {
-        let wanted = Manifest::empty(root, segmenter, plain_text);
+        // One index per knowledge directory, however its path was spelled.
+        let canonical = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_owned());
+        let wanted = Manifest::empty(&canonical, segmenter, plain_text);
         let (schema, _) = schema();
-        let (index, rebuilt) = match index_dir {
+        let path = index_dir.map(|index_dir| index_path(index_dir, &canonical));
+        let (index, rebuilt) = match &path {
             None => (Index::create_in_ram(schema), None),
-            Some(index_dir) => open_persistent(&index_path(index_dir, root), schema, &wanted)?,
+            Some(path) => open_persistent(path, schema, &wanted)?,
         };
         index.tokenizers().register(TOKENIZER, analyzer.clone());
         let reader = reader(&index)?;
@@ -330,7 +335,7 @@ impl DirIndex {
             plain_text,
             wanted,
             rebuilt,
-            persistent: index_dir.is_some(),
+            index_path: path,
         })
     }
 
@@ -349,7 +354,8 @@ impl DirIndex {
         progress(Progress::Found { files: total });
         let mut report = IndexReport {
             files: total,
-            persistent: self.persistent,
+            persistent: self.index_path.is_some(),
+            index_path: self.index_path.clone(),
             rebuilt: self.rebuilt.take(),
             ..IndexReport::default()
         };
