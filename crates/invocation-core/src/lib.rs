@@ -41,6 +41,13 @@ mod tool;
 
 #[cfg(feature = "testing")]
 pub mod conformance;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub mod bounds;
+pub mod json_size;
+pub mod redact;
+pub mod whitespace;
 
 pub use boundary::{BuildError, ToolBoundary, ToolBoundaryBuilder};
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -49,13 +56,15 @@ pub use fingerprint::ScopeFingerprint;
 pub use journal::{CitationCheck, CitationVerdict, Journal, NotCitable};
 pub use limits::{
     DEFAULT_MAX_AGENT_RESULT_BYTES, DEFAULT_MAX_RAW_BYTES, DEFAULT_MAX_RECORD_BYTES,
-    DEFAULT_MAX_REQUEST_BYTES, DEFAULT_RECORD_TTL, DEFAULT_TIMEOUT, LimitOverrides, Limits,
+    DEFAULT_MAX_REQUEST_BYTES, DEFAULT_RECORD_TTL, DEFAULT_TIMEOUT, InvalidLimit, LimitOverrides,
+    Limits,
 };
 pub use record::{
     Budgets, Created, Finalization, InvocationKey, InvocationRecord, NewInvocation, ReadyEvidence,
-    RecordFields, SameScope,
+    RecordFields, RunState, RunTerms, SameScope,
 };
-pub use store::{BoxError, InvocationStore, ScopeIndex, StoreError};
+pub use store::{BoxError, InvocationStore, ScopeIndex, Settled, StoreError, Unsettled};
+pub use tool::SourceError;
 pub use tool::{
     ExecutionContext, ExecutionError, ExecutionErrorKind, Executor, ProjectionContext,
     ProjectionError, Projector, ReplayPolicy, ToolSpec,

@@ -31,13 +31,52 @@ pub struct ExecutionContext {
     pub deadline: Option<Timestamp>,
 }
 
-/// Why an executor failed. Its source never reaches the agent.
+/// Why an executor failed: an agent-safe category, whether calling again
+/// unchanged may succeed, and a source kept for the harness. Its source never
+/// reaches the agent.
+///
+/// Tool crates do not build it by hand: their port's error implements
+/// [`SourceError`] and converts with `?` through the one blanket
+/// `From<E: SourceError>`.
 #[derive(Debug, thiserror::Error)]
 #[error("{}", self.kind.error_code().as_str())]
 pub struct ExecutionError {
     kind: ExecutionErrorKind,
+    retryable: bool,
     #[source]
     source: Option<BoxError>,
+}
+
+/// The error of a tool's source port (`KnowledgeSource`, `LogSource`,
+/// `MysqlSource`): it says its agent-safe category and whether it is
+/// retryable, as data, and keeps driver detail in its `source()` chain.
+///
+/// Every `E: SourceError` converts into [`ExecutionError`] by the one blanket
+/// `From` impl, keeping the category, the retryability and `E` itself as the
+/// source; executors write `source.call(..).await?`.
+///
+/// # Behavior
+/// - `kind()` is the category the agent sees (as its [`ErrorCode`]).
+/// - `retryable()` says whether the same request may succeed later (a
+///   connection refused, a timeout) or never will (a refused query, a missing
+///   index).
+/// - `Display` and `Debug` carry no payload, credentials, URLs or store keys.
+pub trait SourceError: std::error::Error + Send + Sync + 'static {
+    /// The agent-safe category.
+    fn kind(&self) -> ExecutionErrorKind;
+
+    /// Whether calling again later, unchanged, may succeed.
+    fn retryable(&self) -> bool;
+}
+
+impl<E: SourceError> From<E> for ExecutionError {
+    fn from(error: E) -> Self {
+        Self {
+            kind: error.kind(),
+            retryable: error.retryable(),
+            source: Some(Box::new(error)),
+        }
+    }
 }
 
 /// The agent-safe category of an execution failure.
@@ -72,32 +111,50 @@ impl ExecutionErrorKind {
 }
 
 impl ExecutionError {
-    /// An error of `kind` with no further detail.
+    /// An error of `kind` with no further detail, retryable as `kind`'s code
+    /// says ([`ErrorCode::is_transient`]).
     #[must_use]
     pub const fn new(kind: ExecutionErrorKind) -> Self {
-        Self { kind, source: None }
-    }
-
-    /// `EXECUTION_FAILED`, keeping `source` for the harness's own diagnostics.
-    pub fn failed(source: impl Into<BoxError>) -> Self {
         Self {
-            kind: ExecutionErrorKind::Failed,
-            source: Some(source.into()),
+            kind,
+            retryable: kind.error_code().is_transient(),
+            source: None,
         }
     }
 
-    /// An error of `kind` that keeps `source` for the harness.
+    /// `EXECUTION_FAILED` (retryable), keeping `source` for the harness's own
+    /// diagnostics. A port error should rather implement [`SourceError`].
+    pub fn failed(source: impl Into<BoxError>) -> Self {
+        Self::with_source(ExecutionErrorKind::Failed, source)
+    }
+
+    /// An error of `kind` that keeps `source` for the harness, retryable as
+    /// `kind`'s code says.
     pub fn with_source(kind: ExecutionErrorKind, source: impl Into<BoxError>) -> Self {
         Self {
             kind,
+            retryable: kind.error_code().is_transient(),
             source: Some(source.into()),
         }
+    }
+
+    /// The same error, retryable or permanent as given.
+    #[must_use]
+    pub const fn with_retryable(mut self, retryable: bool) -> Self {
+        self.retryable = retryable;
+        self
     }
 
     /// The category.
     #[must_use]
     pub const fn kind(&self) -> ExecutionErrorKind {
         self.kind
+    }
+
+    /// Whether calling again later, unchanged, may succeed.
+    #[must_use]
+    pub const fn retryable(&self) -> bool {
+        self.retryable
     }
 
     /// The agent-facing code.

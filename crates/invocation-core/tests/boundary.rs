@@ -309,14 +309,8 @@ async fn a_record_that_expires_during_execution_is_not_recreated() {
     });
     // A second boundary whose executor moves the shared clock past the TTL.
     let g = {
-        let executor = ProbeExecutor {
-            counters: f.counters.clone(),
-            clock: f.clock.clone(),
-            advance_by: clock_advance,
-        };
-        let projector = ProbeProjector {
-            counters: f.counters.clone(),
-        };
+        let executor = f.executor.clone().advancing(f.clock.clone(), clock_advance);
+        let projector = executor.projector();
         invocation_core::ToolBoundary::builder(std::sync::Arc::new(f.store.clone()))
             .clock(std::sync::Arc::new(f.clock.clone()))
             .limits(Limits {
@@ -746,13 +740,13 @@ async fn every_preflight_rejection_runs_nothing_and_records_nothing() {
             true,
         ),
         (
-            "invalid beats too large",
+            "too large beats invalid: the size is checked before decoding",
             ctx(),
             ToolEnvelope {
                 arguments: format!("[{}]", "1,".repeat(200)),
                 ..valid()
             },
-            ErrorCode::InvalidInput,
+            ErrorCode::RequestTooLarge,
             true,
         ),
         (

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aci_contracts::{ErrorCode, EvidenceStatus, InvocationStatus, RunId, Timestamp, ToolCallId};
-use invocation_core::conformance::fake::{FakeExecutor, SENTINEL, fake_tool};
+use invocation_core::testing::fake::{self, FakeExecutor, SENTINEL, fake_tool};
 use invocation_core::{
     BoundaryOutcome, Budgets, Clock, Finalization, InvocationKey, InvocationStore, Limits,
     NewInvocation, ReadyEvidence, RecordFields, RunContext, ScopeFingerprint, StoreError,
@@ -39,12 +39,7 @@ fn boundary(store: RedisStore, executor: FakeExecutor, limits: Limits) -> ToolBo
 }
 
 fn envelope(run: &RunId, id: &str, query: &str) -> ToolEnvelope {
-    ToolEnvelope::new(
-        id,
-        run.as_str(),
-        TOOL,
-        json!({ "query": query }).to_string(),
-    )
+    ToolEnvelope::new(id, run.as_str(), TOOL, fake::words(query))
 }
 
 fn new_invocation(run: &RunId, id: &str, ttl: Duration) -> NewInvocation {
@@ -59,6 +54,8 @@ fn new_invocation(run: &RunId, id: &str, ttl: Duration) -> NewInvocation {
         ttl,
         budgets: Budgets::default(),
         claim_scope: false,
+        run: invocation_core::RunTerms::default(),
+        attempt: 1,
     }
 }
 

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aci_contracts::{ErrorCode, EvidenceStatus, InvocationStatus, RunId};
-use invocation_core::conformance::fake::{FakeExecutor, SENTINEL, fake_tool};
+use invocation_core::testing::fake::{self, FakeExecutor, SENTINEL, fake_tool};
 use invocation_core::{
     BoundaryOutcome, InvocationStore, Limits, RecordFields, RunContext, StoreError, ToolBoundary,
     ToolEnvelope,
@@ -43,12 +43,7 @@ fn boundary(store: RedisStore, executor: FakeExecutor) -> ToolBoundary {
 }
 
 fn envelope(run: &RunId, id: &str, query: &str) -> ToolEnvelope {
-    ToolEnvelope::new(
-        id,
-        run.as_str(),
-        TOOL,
-        json!({ "query": query }).to_string(),
-    )
+    ToolEnvelope::new(id, run.as_str(), TOOL, fake::words(query))
 }
 
 fn short_timeouts(config: RedisConfig) -> RedisConfig {
@@ -354,6 +349,8 @@ fn new_invocation(run: &RunId) -> invocation_core::NewInvocation {
         ttl: Duration::from_secs(60),
         budgets: Budgets::default(),
         claim_scope: false,
+        run: invocation_core::RunTerms::default(),
+        attempt: 1,
     }
 }
 

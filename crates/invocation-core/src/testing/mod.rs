@@ -1,0 +1,12 @@
+//! Test support for tools and stores (feature `testing`).
+//!
+//! - [`fake`]: the one fake tool of the workspace, a counting executor and
+//!   projector whose behaviour each request picks (found, no evidence,
+//!   failures, panics, sleeps, sizes). Core tests, the conformance suite
+//!   ([`conformance`](crate::conformance)), adapter tests, the example and the
+//!   benchmark all run it.
+//!
+//! Golden files and the proptest configuration are in the `testkit` crate,
+//! which every crate (even `aci-contracts`) can use.
+
+pub mod fake;
