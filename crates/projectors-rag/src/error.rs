@@ -115,3 +115,16 @@ impl Error {
         }
     }
 }
+
+impl From<Error> for crate::KnowledgeSourceError {
+    /// Searching fails with `EXECUTION_FAILED`: retryable when the knowledge
+    /// directory may be refilled or the index freed ([`Error::Unavailable`],
+    /// directory and file errors, [`Error::IndexLocked`]), permanent for a
+    /// broken index.
+    fn from(error: Error) -> Self {
+        match error {
+            Error::Index { .. } | Error::Search { .. } => Self::permanent(error),
+            _ => Self::transient(error),
+        }
+    }
+}

@@ -49,7 +49,6 @@
 
 #[cfg(feature = "knowledge-base")]
 mod error;
-mod json_text;
 #[cfg(feature = "knowledge-base")]
 mod knowledge_base;
 mod projector;
@@ -58,6 +57,7 @@ mod source;
 
 use aci_contracts::{LookupKnowledgeRequest, ToolName};
 use invocation_core::ToolSpec;
+use invocation_core::bounds::InvalidBounds;
 
 #[cfg(feature = "knowledge-base")]
 pub use error::{Error, Result};
@@ -74,28 +74,36 @@ pub use projector::{
     HEADING_KEYS, ID_KEYS, LIST_KEYS, METADATA_KEY, MIN_TEXT_BYTES, RagBounds, RagProjector,
     SOURCE_KEYS, STATIC_QUERY_ALLOWANCE_BYTES, TEXT_KEYS, TITLE_KEYS,
 };
-pub use scope::{knowledge_scope, normalize_query};
-pub use source::{KnowledgeExecutor, KnowledgeSource};
+pub use scope::knowledge_scope;
+pub use source::{KnowledgeExecutor, KnowledgeSource, KnowledgeSourceError};
 
-/// The `lookup_knowledge` tool as the boundary registers it.
-pub type LookupKnowledgeTool = ToolSpec<KnowledgeExecutor, RagProjector>;
+/// The `lookup_knowledge` tool over the source `S`, as the boundary registers it.
+pub type LookupKnowledgeTool<S> = ToolSpec<KnowledgeExecutor<S>, RagProjector>;
 
 /// The frozen `lookup_knowledge` tool over `source`, with the default
 /// [`RagBounds`]: read-only, the frozen name and description, requests
 /// validated (non-blank query), scope normalized by [`knowledge_scope`].
-pub fn lookup_knowledge_tool(source: impl KnowledgeSource) -> LookupKnowledgeTool {
-    lookup_knowledge_tool_with(KnowledgeExecutor::new(source), RagBounds::default())
+pub fn lookup_knowledge_tool<S: KnowledgeSource>(source: S) -> LookupKnowledgeTool<S> {
+    tool(source, RagProjector::default())
 }
 
-/// The frozen `lookup_knowledge` tool with an explicit executor and bounds.
-pub fn lookup_knowledge_tool_with(
-    executor: KnowledgeExecutor,
+/// The frozen `lookup_knowledge` tool over `source` with `bounds`.
+///
+/// # Errors
+/// [`InvalidBounds`] when a bound is below its minimum: refused, never
+/// clamped.
+pub fn lookup_knowledge_tool_with<S: KnowledgeSource>(
+    source: S,
     bounds: RagBounds,
-) -> LookupKnowledgeTool {
+) -> Result<LookupKnowledgeTool<S>, InvalidBounds> {
+    Ok(tool(source, RagProjector::new(bounds)?))
+}
+
+fn tool<S: KnowledgeSource>(source: S, projector: RagProjector) -> LookupKnowledgeTool<S> {
     ToolSpec::frozen(
         ToolName::LookupKnowledge,
-        executor,
-        RagProjector::new(bounds),
+        KnowledgeExecutor::new(source),
+        projector,
     )
     .scope_with(knowledge_scope)
     .validate_with(|request: &LookupKnowledgeRequest| request.validate().is_ok())

@@ -69,7 +69,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use async_trait::async_trait;
-use invocation_core::{ExecutionContext, ExecutionError};
+use invocation_core::ExecutionContext;
 use serde_json::{Value, json};
 use tantivy::collector::TopDocs;
 use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
@@ -80,7 +80,7 @@ use tantivy::{Index, Searcher, TantivyDocument, Term};
 pub use analysis::{ANALYZER_VERSION, CjkSegmenter};
 pub use index::{Change, FileFailure, IndexReport, Rebuild};
 
-use crate::{Error, KnowledgeSource, Result};
+use crate::{Error, KnowledgeSource, KnowledgeSourceError, Result};
 use index::{DirIndex, Fields};
 
 /// Size target of a chunk in bytes. Sections up to it are one chunk; longer
@@ -558,7 +558,7 @@ impl KnowledgeSource for MarkdownKnowledgeBase {
         &self,
         query: &str,
         _context: &ExecutionContext,
-    ) -> Result<Value, ExecutionError> {
+    ) -> Result<Value, KnowledgeSourceError> {
         // BM25 over many chunks is CPU work: on the blocking pool, the
         // boundary's timeout can answer while it runs.
         let shared = Arc::clone(&self.shared);
@@ -567,8 +567,8 @@ impl KnowledgeSource for MarkdownKnowledgeBase {
         let query = query.to_owned();
         tokio::task::spawn_blocking(move || search(&shared, &snapshot, top_k, &query))
             .await
-            .map_err(ExecutionError::failed)?
-            .map_err(ExecutionError::failed)
+            .map_err(KnowledgeSourceError::permanent)?
+            .map_err(KnowledgeSourceError::from)
     }
 }
 
