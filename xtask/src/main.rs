@@ -5,14 +5,18 @@
 //! - `schema --check`: fail with a diff and the regenerate command when the
 //!   committed schemas differ from the contracts, are missing, or are extra.
 //! - `bench redis`: the Redis store benchmark (spawns its own redis-server).
+//! - `bench knowledge`: knowledge retrieval quality (recall, MRR per language)
+//!   and speed (index build, reopen, query latency, second-process `aci call`).
 
 mod bench;
+mod bench_knowledge;
 mod schema;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: cargo xtask schema [--check] | cargo xtask bench redis";
+const USAGE: &str =
+    "usage: cargo xtask schema [--check] | cargo xtask bench redis | cargo xtask bench knowledge";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -21,6 +25,7 @@ fn main() -> ExitCode {
         ["schema"] => report(schema::write(&schemas_dir())),
         ["schema", "--check"] => report(schema::check(&schemas_dir())),
         ["bench", "redis"] => bench::redis(&workspace_root()),
+        ["bench", "knowledge"] => bench_knowledge::knowledge(&workspace_root()),
         _ => {
             eprintln!("{USAGE}");
             ExitCode::from(2)
