@@ -28,6 +28,12 @@
 //! [run.tool_budgets]
 //! query_mysql = 10
 //!
+//! [serve]
+//! drain_secs = 30            # at a stop, how long running calls may finish
+//!                            # (default: the longest tool timeout)
+//! recover_older_than_secs = 90  # at start, recover this run's PROJECTING records
+//!                            # older than this (default: longest tool timeout + 30)
+//!
 //! [knowledge]
 //! dir = "./runbooks"         # Markdown and .txt files; default: the bundled runbooks
 //! index_dir = "/var/cache/aci/knowledge"  # persistent index; default: the platform cache dir
@@ -68,6 +74,8 @@ pub(crate) struct Config {
     #[serde(default)]
     pub(crate) knowledge: KnowledgeSection,
     #[serde(default)]
+    pub(crate) serve: ServeSection,
+    #[serde(default)]
     pub(crate) mysql: MysqlConfig,
 }
 
@@ -103,6 +111,20 @@ pub(crate) struct RunSection {
     pub(crate) budget: Option<u32>,
     #[serde(default)]
     pub(crate) tool_budgets: BTreeMap<String, u32>,
+}
+
+/// `[serve]`: the MCP server.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ServeSection {
+    /// At a stop, how long running calls may still finish before they are
+    /// abandoned (default: the longest tool timeout).
+    pub(crate) drain_secs: Option<u64>,
+    /// At start, this run's PROJECTING records older than this are finalized
+    /// `ERROR / EXECUTION_ABANDONED` (default: the longest tool timeout plus
+    /// a margin). Shorter is safe only when no other live process serves the
+    /// run.
+    pub(crate) recover_older_than_secs: Option<u64>,
 }
 
 /// `[knowledge]`.
@@ -165,6 +187,7 @@ mod tests {
         let config = Config::parse(&doc).unwrap();
         assert_eq!(config.store.as_deref(), Some("memory"));
         assert_eq!(config.limits.timeout_secs, Some(30));
+        assert_eq!(config.serve.drain_secs, Some(30));
         assert_eq!(config.run.tool_budgets.get("query_mysql"), Some(&10));
         let orders = &config.mysql.data_sources["orders"];
         assert_eq!(orders.max_rows, Some(100));
