@@ -8,14 +8,17 @@
 //! - `bench instructions`: instructions per READY call, memory and Redis.
 //! - `bench http`: `aci serve --http` (one and three replicas) against the
 //!   direct boundary (spawns its own redis-server).
+//! - `bench knowledge`: knowledge retrieval quality (recall, MRR per language)
+//!   and speed (index build, reopen, query latency, second-process `aci call`).
 
 mod bench;
+mod bench_knowledge;
 mod schema;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: cargo xtask schema [--check] | cargo xtask bench redis | cargo xtask bench instructions | cargo xtask bench http";
+const USAGE: &str = "usage: cargo xtask schema [--check] | cargo xtask bench redis | cargo xtask bench instructions | cargo xtask bench http | cargo xtask bench knowledge";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -26,6 +29,7 @@ fn main() -> ExitCode {
         ["bench", "redis"] => bench::redis(&workspace_root()),
         ["bench", "instructions"] => bench::instructions(&workspace_root()),
         ["bench", "http"] => bench::http(&workspace_root()),
+        ["bench", "knowledge"] => bench_knowledge::knowledge(&workspace_root()),
         _ => {
             eprintln!("{USAGE}");
             ExitCode::from(2)

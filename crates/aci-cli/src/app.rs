@@ -84,6 +84,9 @@ struct RunSettings {
 #[derive(Debug)]
 pub(crate) struct App {
     pub(crate) boundary: ToolBoundary,
+    /// The knowledge base of `[knowledge] dir` (shared with the tool), for the
+    /// serve-time watcher; `None` for the bundled runbooks.
+    pub(crate) knowledge: Option<MarkdownKnowledgeBase>,
     run: RunSettings,
 }
 
@@ -94,12 +97,18 @@ impl App {
         let spec = StoreSpec::parse(store.or(config.store.as_deref()).unwrap_or("memory"))?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let store = open_store(&spec, config, &clock).await?;
-        let knowledge = match &config.knowledge.dir {
-            Some(dir) => MarkdownKnowledgeBase::from_dir(dir, report_progress)
-                .map_err(|e| CliError::config(format!("knowledge directory: {e}")))?,
-            None => MarkdownKnowledgeBase::bundled()
-                .map_err(|e| CliError::config(format!("bundled knowledge base: {e}")))?,
-        };
+        let (knowledge, report) = crate::index::open_knowledge(&config.knowledge, report_progress)?;
+        if let Some(report) = &report {
+            eprintln!(
+                "aci: knowledge index: {} reused, {} added, {} updated, {} removed, {} failed",
+                report.reused,
+                report.added,
+                report.updated,
+                report.removed,
+                report.failed.len()
+            );
+        }
+        let watched = report.is_some().then(|| knowledge.clone());
         let limits = limits(config)?;
         if config.run.deadline_secs == Some(0) {
             return Err(CliError::config("[run] deadline_secs must be positive"));
@@ -116,6 +125,7 @@ impl App {
             .map_err(|e| CliError::config(format!("tools: {e}")))?;
         Ok(Self {
             boundary,
+            knowledge: watched,
             run: RunSettings {
                 deadline: config.run.deadline_secs.map(Duration::from_secs),
                 budget: config.run.budget,
@@ -237,6 +247,9 @@ fn report_progress(progress: Progress) {
             if done % step == 0 || done == total {
                 eprintln!("aci: read {done}/{total} knowledge files");
             }
+        }
+        Progress::Failed { path, code } => {
+            eprintln!("aci: skipped knowledge file {path} ({code})");
         }
         Progress::Indexed { documents, chunks } => {
             eprintln!("aci: indexed {documents} documents in {chunks} chunks");

@@ -48,6 +48,13 @@ pub(crate) async fn run(command: Command) -> Result<ExitCode, CliError> {
             store,
         } => inspect(&store, &run, json || raw, raw).await,
         Command::Verify { run, ids, store } => verify(&store, &run, &ids).await,
+        Command::Index { config } => {
+            let config = match config {
+                Some(path) => Config::load(&path)?,
+                None => Config::default(),
+            };
+            crate::index::run(&config)
+        }
         Command::Recover {
             run,
             older_than,

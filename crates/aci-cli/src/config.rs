@@ -35,7 +35,9 @@
 //!                            # older than this (default: longest tool timeout + 30)
 //!
 //! [knowledge]
-//! dir = "./runbooks"         # Markdown files; default: the bundled runbooks
+//! dir = "./runbooks"         # Markdown and .txt files; default: the bundled runbooks
+//! index_dir = "/var/cache/aci/knowledge"  # persistent index; default: the platform cache dir
+//! persistent = true          # false: index in RAM, rebuilt by every process
 //!
 //! [mysql]
 //! connect_timeout_ms = 5000  # time to get a connection
@@ -158,6 +160,8 @@ pub(crate) struct ServeSection {
 #[serde(deny_unknown_fields)]
 pub(crate) struct KnowledgeSection {
     pub(crate) dir: Option<PathBuf>,
+    pub(crate) index_dir: Option<PathBuf>,
+    pub(crate) persistent: Option<bool>,
 }
 
 impl Config {

@@ -7,7 +7,9 @@
 //!   ERROR, 1 for a usage or configuration error.
 //! - `aci inspect` and `aci verify` read a run's journal from a shared store.
 //! - `aci recover` finalizes a run's calls left PROJECTING by a killed process.
-//! - `aci serve` is an MCP server on stdio; `aci serve --http ADDR` serves
+//! - `aci index` builds or updates the persistent knowledge index.
+//! - `aci serve` is an MCP server on stdio (it picks up changed knowledge
+//!   files without a restart); `aci serve --http ADDR` serves
 //!   MCP Streamable HTTP to many agents (and many replicas on one store).
 //!
 //! With no configuration, everything runs on embedded defaults: the in-memory
@@ -18,6 +20,8 @@ mod commands;
 mod config;
 mod error;
 mod http;
+mod index;
+mod knowledge_watch;
 mod mcp;
 mod output;
 mod pretty;
@@ -103,6 +107,13 @@ enum Command {
         ids: Vec<String>,
         #[command(flatten)]
         store: StoreArgs,
+    },
+    /// Build or update the persistent index of `[knowledge] dir` and print
+    /// what changed (later `aci call`/`aci serve` processes reuse it).
+    Index {
+        /// The TOML configuration file with the `[knowledge]` section.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
     },
     /// Finalize a run's calls that a killed process left PROJECTING.
     ///

@@ -2,6 +2,7 @@
 
 use std::io;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -49,11 +50,35 @@ pub enum Error {
         /// The file.
         path: PathBuf,
     },
-    /// The directory holds no `*.md` file.
-    #[error("knowledge directory `{}` holds no Markdown (*.md) files", .path.display())]
+    /// The directory holds no knowledge file (`*.md`, and `*.txt` when plain
+    /// text is on).
+    #[error("knowledge directory `{}` holds no {} files", .path.display(), .formats)]
     NoDocuments {
         /// The configured directory.
         path: PathBuf,
+        /// The formats looked for, in words.
+        formats: &'static str,
+    },
+    /// The index directory cannot be created, cleared or written.
+    #[error("knowledge index directory `{}` cannot be used: {}", .path.display(), .source.kind())]
+    IndexDirUnusable {
+        /// The index directory.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: io::Error,
+    },
+    /// Another process held the index's writer lock for too long.
+    #[error("the knowledge index is locked by another process")]
+    IndexLocked,
+    /// The knowledge base has nothing it could search: the directory became
+    /// empty, unreadable, or every file in it failed. Searching is refused
+    /// rather than answered with "nothing found".
+    #[error("the knowledge base is unavailable: {source}")]
+    Unavailable {
+        /// Why.
+        #[source]
+        source: Arc<Error>,
     },
     /// The search index could not be built.
     #[error("the knowledge index could not be built")]
@@ -82,8 +107,24 @@ impl Error {
             Self::FileUnreadable { .. } => "KNOWLEDGE_FILE_UNREADABLE",
             Self::FileNotUtf8 { .. } => "KNOWLEDGE_FILE_NOT_UTF8",
             Self::NoDocuments { .. } => "KNOWLEDGE_NO_DOCUMENTS",
+            Self::IndexDirUnusable { .. } => "KNOWLEDGE_INDEX_DIR_UNUSABLE",
+            Self::IndexLocked => "KNOWLEDGE_INDEX_LOCKED",
+            Self::Unavailable { .. } => "KNOWLEDGE_UNAVAILABLE",
             Self::Index { .. } => "KNOWLEDGE_INDEX_FAILED",
             Self::Search { .. } => "KNOWLEDGE_SEARCH_FAILED",
+        }
+    }
+}
+
+impl From<Error> for crate::KnowledgeSourceError {
+    /// Searching fails with `EXECUTION_FAILED`: retryable when the knowledge
+    /// directory may be refilled or the index freed ([`Error::Unavailable`],
+    /// directory and file errors, [`Error::IndexLocked`]), permanent for a
+    /// broken index.
+    fn from(error: Error) -> Self {
+        match error {
+            Error::Index { .. } | Error::Search { .. } => Self::permanent(error),
+            _ => Self::transient(error),
         }
     }
 }

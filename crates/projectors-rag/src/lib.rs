@@ -13,13 +13,16 @@
 //!   fits the boundary's default agent result limit.
 //! - [`knowledge_scope`] is the scope normalizer behind the duplicate
 //!   fingerprint (see [`scope`] for what counts as the same scope).
-//! - [`MarkdownKnowledgeBase`] is a [`KnowledgeSource`] over Markdown runbooks
-//!   (the bundled ones, or a directory), chunked by headings and searched with
-//!   BM25 in RAM.
+//! - [`MarkdownKnowledgeBase`] (feature `knowledge-base`, on by default) is a
+//!   [`KnowledgeSource`] over Markdown and plain-text runbooks in any
+//!   language (the bundled ones, or a directory), chunked by headings and
+//!   searched with BM25, in RAM or in a persistent index directory that later
+//!   processes reuse.
 //! - [`lookup_knowledge_tool`] puts it together as a frozen
 //!   [`ToolSpec`].
 //!
 //! ```
+//! # #[cfg(feature = "knowledge-base")]
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
 //!
@@ -40,11 +43,13 @@
 //! let outcome = boundary.invoke(&run, call).await;
 //! assert_eq!(outcome.observation.to_json()["evidence_status"], "EVIDENCE_FOUND");
 //! # Ok(()) }
+//! # #[cfg(feature = "knowledge-base")]
 //! # tokio::runtime::Runtime::new().unwrap().block_on(demo()).unwrap();
 //! ```
 
+#[cfg(feature = "knowledge-base")]
 mod error;
-mod json_text;
+#[cfg(feature = "knowledge-base")]
 mod knowledge_base;
 mod projector;
 pub mod scope;
@@ -52,39 +57,53 @@ mod source;
 
 use aci_contracts::{LookupKnowledgeRequest, ToolName};
 use invocation_core::ToolSpec;
+use invocation_core::bounds::InvalidBounds;
 
+#[cfg(feature = "knowledge-base")]
 pub use error::{Error, Result};
+#[cfg(feature = "knowledge-base")]
+pub use knowledge_base::evaluation;
+#[cfg(feature = "knowledge-base")]
 pub use knowledge_base::{
-    CHUNK_TARGET_BYTES, DEFAULT_TOP_K, HIGH_COVERAGE, MAX_QUERY_TERMS, MEDIUM_COVERAGE,
-    MarkdownDocument, MarkdownKnowledgeBase, Progress,
+    ANALYZER_VERSION, CHUNK_TARGET_BYTES, Change, CjkSegmenter, DEFAULT_TOP_K, DirOptions,
+    FileFailure, HIGH_COVERAGE, IndexReport, MAX_QUERY_TERMS, MEDIUM_COVERAGE, MarkdownDocument,
+    MarkdownKnowledgeBase, Progress, Rebuild,
 };
 pub use projector::{
     BREADCRUMB_SEPARATOR, DEFAULT_MAX_EXCERPT_BYTES, DEFAULT_MAX_FIELD_BYTES, DEFAULT_MAX_ITEMS,
     HEADING_KEYS, ID_KEYS, LIST_KEYS, METADATA_KEY, MIN_TEXT_BYTES, RagBounds, RagProjector,
     SOURCE_KEYS, STATIC_QUERY_ALLOWANCE_BYTES, TEXT_KEYS, TITLE_KEYS,
 };
-pub use scope::{knowledge_scope, normalize_query};
-pub use source::{KnowledgeExecutor, KnowledgeSource};
+pub use scope::knowledge_scope;
+pub use source::{KnowledgeExecutor, KnowledgeSource, KnowledgeSourceError};
 
-/// The `lookup_knowledge` tool as the boundary registers it.
-pub type LookupKnowledgeTool = ToolSpec<KnowledgeExecutor, RagProjector>;
+/// The `lookup_knowledge` tool over the source `S`, as the boundary registers it.
+pub type LookupKnowledgeTool<S> = ToolSpec<KnowledgeExecutor<S>, RagProjector>;
 
 /// The frozen `lookup_knowledge` tool over `source`, with the default
 /// [`RagBounds`]: read-only, the frozen name and description, requests
 /// validated (non-blank query), scope normalized by [`knowledge_scope`].
-pub fn lookup_knowledge_tool(source: impl KnowledgeSource) -> LookupKnowledgeTool {
-    lookup_knowledge_tool_with(KnowledgeExecutor::new(source), RagBounds::default())
+pub fn lookup_knowledge_tool<S: KnowledgeSource>(source: S) -> LookupKnowledgeTool<S> {
+    tool(source, RagProjector::default())
 }
 
-/// The frozen `lookup_knowledge` tool with an explicit executor and bounds.
-pub fn lookup_knowledge_tool_with(
-    executor: KnowledgeExecutor,
+/// The frozen `lookup_knowledge` tool over `source` with `bounds`.
+///
+/// # Errors
+/// [`InvalidBounds`] when a bound is below its minimum: refused, never
+/// clamped.
+pub fn lookup_knowledge_tool_with<S: KnowledgeSource>(
+    source: S,
     bounds: RagBounds,
-) -> LookupKnowledgeTool {
+) -> Result<LookupKnowledgeTool<S>, InvalidBounds> {
+    Ok(tool(source, RagProjector::new(bounds)?))
+}
+
+fn tool<S: KnowledgeSource>(source: S, projector: RagProjector) -> LookupKnowledgeTool<S> {
     ToolSpec::frozen(
         ToolName::LookupKnowledge,
-        executor,
-        RagProjector::new(bounds),
+        KnowledgeExecutor::new(source),
+        projector,
     )
     .scope_with(knowledge_scope)
     .validate_with(|request: &LookupKnowledgeRequest| request.validate().is_ok())

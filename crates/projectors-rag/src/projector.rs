@@ -4,8 +4,6 @@
 //! See the crate's `DOCS.md` for the accepted spellings, bounds, relevance rule
 //! and truncation rules; the constants below are the single source of them.
 
-use std::borrow::Cow;
-
 use aci_contracts::{
     EvidenceStatus, KnowledgeEvidence, LookupKnowledgeRequest, LookupKnowledgeResult,
     RelevanceLevel, ToolCallId, relevance_in,
@@ -15,7 +13,9 @@ use invocation_core::{
 };
 use serde_json::{Map, Value};
 
-use crate::json_text::{ByteCounter, json_len, json_prefix};
+use invocation_core::bounds::{InvalidBounds, ProjectionBounds, at_least};
+use invocation_core::json_size::{escaped_len, escaped_prefix};
+use invocation_core::redact;
 
 /// Keys of the top-level object that may hold the list of documents, in the
 /// order they are consulted.
@@ -66,9 +66,10 @@ pub const DEFAULT_MAX_FIELD_BYTES: usize = 192;
 pub const STATIC_QUERY_ALLOWANCE_BYTES: usize = 4096;
 
 /// Smallest accepted [`RagBounds::max_excerpt_bytes`] and
-/// [`RagBounds::max_field_bytes`]: one character always fits (the longest JSON
-/// escape, `\u00XX`, is 6 bytes), so a non-blank field never shortens to blank.
-pub const MIN_TEXT_BYTES: usize = 8;
+/// [`RagBounds::max_field_bytes`]: the shared
+/// [`invocation_core::bounds::MIN_TEXT_BYTES`] (one character always fits, so
+/// a non-blank field never shortens to blank).
+pub const MIN_TEXT_BYTES: usize = invocation_core::bounds::MIN_TEXT_BYTES;
 
 /// Bounds of a `lookup_knowledge` projection. All byte sizes are UTF-8 bytes of
 /// JSON text: a field's length once escaped inside a JSON string, without its
@@ -99,25 +100,26 @@ impl Default for RagBounds {
     }
 }
 
-impl RagBounds {
-    /// These bounds with every value raised to its minimum.
-    #[must_use]
-    pub fn normalized(self) -> Self {
-        Self {
-            max_items: self.max_items.max(1),
-            max_excerpt_bytes: self.max_excerpt_bytes.max(MIN_TEXT_BYTES),
-            max_field_bytes: self.max_field_bytes.max(MIN_TEXT_BYTES),
-            max_result_bytes: self.max_result_bytes,
-        }
+impl ProjectionBounds for RagBounds {
+    /// `max_items` at least 1, `max_excerpt_bytes` and `max_field_bytes` at
+    /// least [`MIN_TEXT_BYTES`]; `max_result_bytes` at least 1. Bounds below
+    /// are refused, never raised silently.
+    fn validate(&self) -> Result<(), InvalidBounds> {
+        at_least("max_items", self.max_items, 1)?;
+        at_least("max_excerpt_bytes", self.max_excerpt_bytes, MIN_TEXT_BYTES)?;
+        at_least("max_field_bytes", self.max_field_bytes, MIN_TEXT_BYTES)?;
+        at_least("max_result_bytes", self.max_result_bytes, 1)
     }
+}
 
+impl RagBounds {
     /// The largest serialized result these bounds allow, ignoring
     /// `max_result_bytes`, for a query of `query_json_bytes` (JSON text,
     /// without quotes) and the longest tool call id: every field at its bound
     /// after escaping, `max_items` items, the longest status and relevance.
     #[must_use]
     pub fn worst_case_result_bytes(&self, query_json_bytes: usize) -> usize {
-        let bounds = self.normalized();
+        let bounds = self;
         let item = r#"{"document_id":"","source":"","title":"","breadcrumb":"","excerpt":""}"#
             .len()
             + 4 * bounds.max_field_bytes
@@ -132,7 +134,7 @@ impl RagBounds {
             + query_json_bytes
             + bounds.max_items.to_string().len()
             + bounds.max_items * item
-            + (bounds.max_items - 1)
+            + bounds.max_items.saturating_sub(1)
     }
 }
 
@@ -144,12 +146,15 @@ pub struct RagProjector {
 }
 
 impl RagProjector {
-    /// A projector with `bounds` (raised to their minimums).
-    #[must_use]
-    pub fn new(bounds: RagBounds) -> Self {
-        Self {
-            bounds: bounds.normalized(),
-        }
+    /// A projector with `bounds`.
+    ///
+    /// # Errors
+    /// [`InvalidBounds`] when a bound is below its minimum (see
+    /// [`RagBounds`]'s [`ProjectionBounds::validate`]): refused, not clamped.
+    pub fn new(bounds: RagBounds) -> Result<Self, InvalidBounds> {
+        Ok(Self {
+            bounds: bounds.validated()?,
+        })
     }
 
     /// The bounds in force.
@@ -234,8 +239,8 @@ impl RagProjector {
             && let Some(only) = picked.first_mut()
         {
             let excerpt = &only.evidence.excerpt;
-            let target = json_len(excerpt).saturating_sub(size - bounds.max_result_bytes);
-            let shorter = json_prefix(excerpt, target).trim_end();
+            let target = escaped_len(excerpt).saturating_sub(size - bounds.max_result_bytes);
+            let shorter = escaped_prefix(excerpt, target).0.trim_end();
             if !shorter.is_empty() && shorter.len() < excerpt.len() {
                 only.evidence.excerpt = shorter.to_owned();
                 result = assemble(&picked, true);
@@ -269,9 +274,7 @@ struct Candidate {
 }
 
 fn serialized_len<T: serde::Serialize>(value: &T) -> Result<usize, ProjectionError> {
-    let mut counter = ByteCounter::default();
-    serde_json::to_writer(&mut counter, value).map_err(ProjectionError::new)?;
-    Ok(counter.0)
+    invocation_core::json_size::serialized_len(value).map_err(ProjectionError::new)
 }
 
 /// The list of documents: a bare array, or the first of [`LIST_KEYS`] holding
@@ -303,7 +306,7 @@ fn candidate(map: &Map<String, Value>, bounds: &RagBounds) -> Option<Candidate> 
             .filter(|t| !t.is_empty())
     })?;
     let source = lookup(map, metadata, &SOURCE_KEYS, plain_text)
-        .map(|source| redact_url(&source).into_owned())
+        .map(|source| redact::link(&source).into_owned())
         .unwrap_or_default();
     // A passage must be citable: without an id, its source identifies the document.
     let id = lookup(map, metadata, &ID_KEYS, id_text)
@@ -313,7 +316,7 @@ fn candidate(map: &Map<String, Value>, bounds: &RagBounds) -> Option<Candidate> 
 
     let mut shortened = false;
     let mut bound = |text: &str, max: usize| {
-        let kept = json_prefix(text, max).trim_end();
+        let kept = escaped_prefix(text, max).0.trim_end();
         shortened |= kept.len() < text.len();
         kept.to_owned()
     };
@@ -375,60 +378,27 @@ fn heading_text(value: &Value) -> Option<String> {
     }
 }
 
-/// A URL source without the parts that may carry credentials: userinfo
-/// (`user:password@`) and the query string (tokens, signatures of presigned
-/// links). Anything that is not `scheme://…` is returned unchanged.
-fn redact_url(source: &str) -> Cow<'_, str> {
-    let Some(scheme_end) = source.find("://") else {
-        return Cow::Borrowed(source);
-    };
-    let scheme = &source[..scheme_end];
-    let is_scheme = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
-        && scheme
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
-    if !is_scheme {
-        return Cow::Borrowed(source);
-    }
-    let rest_start = scheme_end + 3;
-    let rest = &source[rest_start..];
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    let host = authority
-        .rfind('@')
-        .map_or(authority, |at| &authority[at + 1..]);
-    let after = &rest[authority_end..];
-    let (path, fragment) = after
-        .find('#')
-        .map_or((after, ""), |hash| after.split_at(hash));
-    let path = path.find('?').map_or(path, |question| &path[..question]);
-    if host.len() == authority.len() && path.len() + fragment.len() == after.len() {
-        return Cow::Borrowed(source);
-    }
-    Cow::Owned(format!("{}{host}{path}{fragment}", &source[..rest_start]))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn urls_lose_userinfo_and_query() {
-        assert_eq!(redact_url("runbooks/db.md"), "runbooks/db.md");
+        assert_eq!(redact::link("runbooks/db.md"), "runbooks/db.md");
         assert_eq!(
-            redact_url("https://wiki.example.com/runbooks/db#pool"),
+            redact::link("https://wiki.example.com/runbooks/db#pool"),
             "https://wiki.example.com/runbooks/db#pool"
         );
         assert_eq!(
-            redact_url("https://bob:s3cret@wiki.example.com/db?token=abc#pool"),
+            redact::link("https://bob:s3cret@wiki.example.com/db?token=abc#pool"),
             "https://wiki.example.com/db#pool"
         );
         assert_eq!(
-            redact_url("s3://bucket/kb/db.md?X-Amz-Signature=deadbeef"),
+            redact::link("s3://bucket/kb/db.md?X-Amz-Signature=deadbeef"),
             "s3://bucket/kb/db.md"
         );
-        assert_eq!(redact_url("https://u@host?x=1"), "https://host");
-        assert_eq!(redact_url("not a url: ://x@y"), "not a url: ://x@y");
+        assert_eq!(redact::link("https://u@host?x=1"), "https://host");
+        assert_eq!(redact::link("not a url: ://x@y"), "not a url: ://x@y");
     }
 
     #[test]

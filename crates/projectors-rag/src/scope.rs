@@ -1,7 +1,8 @@
 //! What counts as the same `lookup_knowledge` scope.
 //!
 //! Two requests have the same scope when their queries are equal after
-//! [`normalize_query`]: every run of Unicode whitespace (`White_Space`, so
+//! [`collapse_whitespace`] (the one shared meaning of "the same text up to
+//! spacing", from `invocation-core`): every run of Unicode whitespace (`White_Space`, so
 //! also tabs, newlines, no-break and ideographic spaces) becomes one ASCII
 //! space, and leading and trailing whitespace is removed. Nothing else is
 //! changed:
@@ -23,25 +24,13 @@
 //! sent it.
 
 use aci_contracts::LookupKnowledgeRequest;
+use invocation_core::whitespace::collapse_whitespace;
 use serde_json::{Value, json};
 
-/// The query with whitespace runs collapsed to one space and trimmed.
-#[must_use]
-pub fn normalize_query(query: &str) -> String {
-    let mut normalized = String::with_capacity(query.len());
-    for word in query.split_whitespace() {
-        if !normalized.is_empty() {
-            normalized.push(' ');
-        }
-        normalized.push_str(word);
-    }
-    normalized
-}
-
-/// The normalized scope of a request: `{"query": normalize_query(query)}`.
+/// The normalized scope of a request: `{"query": collapse_whitespace(query)}`.
 #[must_use]
 pub fn knowledge_scope(request: &LookupKnowledgeRequest) -> Value {
-    json!({ "query": normalize_query(&request.query) })
+    json!({ "query": collapse_whitespace(&request.query) })
 }
 
 #[cfg(test)]
@@ -51,14 +40,17 @@ mod tests {
     #[test]
     fn whitespace_collapses_and_case_stays() {
         assert_eq!(
-            normalize_query("  connection \t pool\n\ntimeout  "),
+            collapse_whitespace("  connection \t pool\n\ntimeout  "),
             "connection pool timeout"
         );
-        assert_eq!(normalize_query("a\u{00A0}\u{3000}b"), "a b");
-        assert_eq!(normalize_query("OOMKilled"), "OOMKilled");
-        assert_ne!(normalize_query("OOMKilled"), normalize_query("oomkilled"));
-        assert_eq!(normalize_query(" \n "), "");
+        assert_eq!(collapse_whitespace("a\u{00A0}\u{3000}b"), "a b");
+        assert_eq!(collapse_whitespace("OOMKilled"), "OOMKilled");
+        assert_ne!(
+            collapse_whitespace("OOMKilled"),
+            collapse_whitespace("oomkilled")
+        );
+        assert_eq!(collapse_whitespace(" \n "), "");
         // Zero-width space is not White_Space: it is kept.
-        assert_eq!(normalize_query("a\u{200B}b"), "a\u{200B}b");
+        assert_eq!(collapse_whitespace("a\u{200B}b"), "a\u{200B}b");
     }
 }

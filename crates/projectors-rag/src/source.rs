@@ -1,14 +1,65 @@
-//! The knowledge source port and the executor that calls it.
+//! The knowledge source port, its error, and the executor that calls it.
 
 use std::fmt::Debug;
 use std::sync::Arc;
 
 use aci_contracts::LookupKnowledgeRequest;
 use async_trait::async_trait;
-use invocation_core::{ExecutionContext, ExecutionError, Executor};
+use invocation_core::whitespace::collapse_whitespace;
+use invocation_core::{
+    BoxError, ExecutionContext, ExecutionError, ExecutionErrorKind, Executor, SourceError,
+};
 use serde_json::Value;
 
-use crate::normalize_query;
+/// Why a [`KnowledgeSource`] could not answer: the agent-safe category and
+/// whether the same query may succeed later, as data. The cause stays in
+/// [`source()`](std::error::Error::source), for the harness only; `Display`
+/// is the category's code.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", self.kind.error_code().as_str())]
+pub struct KnowledgeSourceError {
+    kind: ExecutionErrorKind,
+    retryable: bool,
+    #[source]
+    source: Option<BoxError>,
+}
+
+impl KnowledgeSourceError {
+    /// An error of `kind`, retryable or not, keeping `source`.
+    pub fn new(kind: ExecutionErrorKind, retryable: bool, source: impl Into<BoxError>) -> Self {
+        Self {
+            kind,
+            retryable,
+            source: Some(source.into()),
+        }
+    }
+
+    /// `EXECUTION_FAILED` that may succeed later (the retriever is down, the
+    /// knowledge directory is being refilled).
+    pub fn transient(source: impl Into<BoxError>) -> Self {
+        Self::new(ExecutionErrorKind::Failed, true, source)
+    }
+
+    /// `EXECUTION_FAILED` that will not succeed by retrying (a broken index).
+    pub fn permanent(source: impl Into<BoxError>) -> Self {
+        Self::new(ExecutionErrorKind::Failed, false, source)
+    }
+
+    /// `EXECUTION_TIMEOUT`: the retriever gave up in time; retryable.
+    pub fn timeout(source: impl Into<BoxError>) -> Self {
+        Self::new(ExecutionErrorKind::Timeout, true, source)
+    }
+}
+
+impl SourceError for KnowledgeSourceError {
+    fn kind(&self) -> ExecutionErrorKind {
+        self.kind
+    }
+
+    fn retryable(&self) -> bool {
+        self.retryable
+    }
+}
 
 /// Where `lookup_knowledge` gets passages from: a retrieval service, a vector
 /// store, or the bundled [`MarkdownKnowledgeBase`](crate::MarkdownKnowledgeBase).
@@ -22,20 +73,24 @@ pub trait KnowledgeSource: Send + Sync + Debug + 'static {
     /// Retrieves passages for `query`.
     ///
     /// # Behavior
-    /// - `query` is already normalized (see [`normalize_query`]) and not blank.
+    /// - `query` is already whitespace-collapsed (see
+    ///   [`collapse_whitespace`]) and not blank.
     /// - The response is JSON in one of the shapes the projector accepts
-    ///   (see the crate's `DOCS.md`); anything the projector does not know is
+    ///   (see `docs/projectors.md`); anything the projector does not know is
     ///   dropped, so a source may return its native response as it is.
-    /// - Finding nothing is a success: an empty list of documents.
+    /// - Finding nothing is a success: an empty list of documents. A source
+    ///   that could not search (nothing indexed, retriever down) returns an
+    ///   error instead, never an empty list.
     ///
     /// # Errors
-    /// [`ExecutionError`] with the agent-safe category; put the driver error in
-    /// its source ([`ExecutionError::failed`]), never in anything agent-facing.
+    /// [`KnowledgeSourceError`] with the agent-safe category and its
+    /// retryability; the driver error goes in its source, never in anything
+    /// agent-facing.
     async fn retrieve(
         &self,
         query: &str,
         context: &ExecutionContext,
-    ) -> Result<Value, ExecutionError>;
+    ) -> Result<Value, KnowledgeSourceError>;
 }
 
 #[async_trait]
@@ -44,41 +99,33 @@ impl<S: KnowledgeSource + ?Sized> KnowledgeSource for Arc<S> {
         &self,
         query: &str,
         context: &ExecutionContext,
-    ) -> Result<Value, ExecutionError> {
+    ) -> Result<Value, KnowledgeSourceError> {
         (**self).retrieve(query, context).await
     }
 }
 
-/// The `lookup_knowledge` executor: sends the normalized query to a
+/// The `lookup_knowledge` executor: sends the whitespace-collapsed query to a
 /// [`KnowledgeSource`] and returns its response as the raw result.
 #[derive(Debug, Clone)]
-pub struct KnowledgeExecutor {
-    source: Arc<dyn KnowledgeSource>,
+pub struct KnowledgeExecutor<S> {
+    source: S,
 }
 
-impl KnowledgeExecutor {
+impl<S: KnowledgeSource> KnowledgeExecutor<S> {
     /// An executor over `source`.
-    pub fn new(source: impl KnowledgeSource) -> Self {
-        Self {
-            source: Arc::new(source),
-        }
-    }
-
-    /// An executor over a shared source.
-    #[must_use]
-    pub fn shared(source: Arc<dyn KnowledgeSource>) -> Self {
+    pub const fn new(source: S) -> Self {
         Self { source }
     }
 
     /// The source.
     #[must_use]
-    pub fn source(&self) -> &Arc<dyn KnowledgeSource> {
+    pub const fn source(&self) -> &S {
         &self.source
     }
 }
 
 #[async_trait]
-impl Executor for KnowledgeExecutor {
+impl<S: KnowledgeSource> Executor for KnowledgeExecutor<S> {
     type Request = LookupKnowledgeRequest;
     type Raw = Value;
 
@@ -87,7 +134,7 @@ impl Executor for KnowledgeExecutor {
         request: &LookupKnowledgeRequest,
         context: &ExecutionContext,
     ) -> Result<Value, ExecutionError> {
-        let query = normalize_query(&request.query);
-        self.source.retrieve(&query, context).await
+        let query = collapse_whitespace(&request.query);
+        Ok(self.source.retrieve(&query, context).await?)
     }
 }

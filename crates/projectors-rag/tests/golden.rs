@@ -161,6 +161,7 @@ fn truncated() {
         }
     });
     let result = RagProjector::new(bounds)
+        .unwrap()
         .project_response(&id("call_trunc_1"), "memory", &raw)
         .unwrap();
     result.validate().unwrap();

@@ -10,9 +10,17 @@ use std::collections::BTreeSet;
 use aci_contracts::{EvidenceResult, EvidenceStatus, LookupKnowledgeResult, ToolCallId};
 use invocation_core::DEFAULT_MAX_AGENT_RESULT_BYTES;
 use projectors_rag::{
-    HEADING_KEYS, ID_KEYS, LIST_KEYS, RagBounds, RagProjector, SOURCE_KEYS,
-    STATIC_QUERY_ALLOWANCE_BYTES, TEXT_KEYS, TITLE_KEYS,
+    HEADING_KEYS, ID_KEYS, LIST_KEYS, MIN_TEXT_BYTES, MarkdownKnowledgeBase, RagBounds,
+    RagProjector, SOURCE_KEYS, STATIC_QUERY_ALLOWANCE_BYTES, TEXT_KEYS, TITLE_KEYS,
+    lookup_knowledge_tool_with,
 };
+
+/// The bundled base, built once (clones share its index).
+fn bundled() -> MarkdownKnowledgeBase {
+    static BASE: std::sync::OnceLock<MarkdownKnowledgeBase> = std::sync::OnceLock::new();
+    BASE.get_or_init(|| MarkdownKnowledgeBase::bundled().unwrap())
+        .clone()
+}
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 
@@ -240,7 +248,7 @@ proptest! {
         id in call_id(),
     ) {
         let bounds = RagBounds { max_result_bytes: usize::MAX, ..RagBounds::default() };
-        let projector = RagProjector::new(bounds);
+        let projector = RagProjector::new(bounds).unwrap();
         let result = projector.project_response(&id, &query, &raw).unwrap();
         let len = serde_json::to_string(&result).unwrap().len();
         prop_assert!(len <= bounds.worst_case_result_bytes(json_len(&query)));
@@ -259,7 +267,13 @@ proptest! {
         max_field_bytes in 0_usize..64,
         max_result_bytes in 1500_usize..6000,
     ) {
-        let projector = RagProjector::new(RagBounds { max_items, max_excerpt_bytes, max_field_bytes, max_result_bytes });
+        let bounds = RagBounds { max_items, max_excerpt_bytes, max_field_bytes, max_result_bytes };
+        // Bounds below their minimums are refused, never raised silently.
+        let valid = max_items >= 1 && max_excerpt_bytes >= MIN_TEXT_BYTES && max_field_bytes >= MIN_TEXT_BYTES;
+        let projector = RagProjector::new(bounds);
+        prop_assert_eq!(projector.is_ok(), valid);
+        prop_assert_eq!(lookup_knowledge_tool_with(bundled(), bounds).is_ok(), valid);
+        let Ok(projector) = projector else { return Ok(()); };
         let id = ToolCallId::new("call_1").unwrap();
         let result = projector.project_response(&id, "disk full", &raw).unwrap();
         let len = serde_json::to_string(&result).unwrap().len();
@@ -295,6 +309,7 @@ proptest! {
         let raw = serde_json::json!({ "documents": documents });
         let bounds = RagBounds::default();
         let result = RagProjector::new(bounds)
+            .unwrap()
             .project_response(&ToolCallId::new("c").unwrap(), "q", &raw)
             .unwrap();
         let usable: Vec<(usize, &str)> = texts

@@ -145,6 +145,7 @@ pub(crate) struct ServeOptions {
 /// disconnects or the process is asked to stop, then drains (see the module
 /// docs).
 pub(crate) async fn serve(app: App, run_id: RunId, options: ServeOptions) -> Result<(), CliError> {
+    let _knowledge_watch = crate::knowledge_watch::watch(&app);
     let app = Arc::new(app);
     recover_own_run(&app, &run_id, options.recovery_age).await;
     let drain = options.drain;

@@ -8,9 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use aci_contracts::SourceKind;
 use async_trait::async_trait;
-use invocation_core::{
-    ExecutionContext, ExecutionError, InvocationStore, ReplayPolicy, ToolBoundary,
-};
+use invocation_core::{ExecutionContext, InvocationStore, ReplayPolicy, ToolBoundary};
 use projectors_logs::{LogMatches, LogQuery, LogSource, MockLogSource, query_logs_tool};
 use projectors_mysql::testing::TestDatabase;
 use projectors_mysql::{
@@ -55,7 +53,7 @@ impl KnowledgeSource for CountingKnowledge {
         &self,
         query: &str,
         context: &ExecutionContext,
-    ) -> Result<Value, ExecutionError> {
+    ) -> Result<Value, projectors_rag::KnowledgeSourceError> {
         self.counts.knowledge.fetch_add(1, Ordering::SeqCst);
         self.inner.retrieve(query, context).await
     }

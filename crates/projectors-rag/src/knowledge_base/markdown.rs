@@ -34,7 +34,86 @@ pub(crate) struct Chunked {
 }
 
 /// Splits `text` into heading-scoped chunks of about `target_bytes` at most.
+#[cfg(test)]
 pub(crate) fn chunk_markdown(text: &str, target_bytes: usize) -> Chunked {
+    chunk(text, target_bytes, true)
+}
+
+/// The format of a knowledge file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Format {
+    /// Markdown (`.md`): ATX headings make sections.
+    Markdown,
+    /// Plain text (`.txt`): paragraphs only, no headings.
+    PlainText,
+}
+
+impl Format {
+    /// The format of a file name, by its extension.
+    pub(crate) fn of(path: &std::path::Path) -> Option<Self> {
+        match path.extension().and_then(|ext| ext.to_str()) {
+            Some("md") => Some(Self::Markdown),
+            Some("txt") => Some(Self::PlainText),
+            _ => None,
+        }
+    }
+}
+
+/// Chunks a knowledge file: a leading YAML front matter block (`---` to
+/// `---` or `...`) is not body text, and its `title` (when present) is the
+/// title; otherwise Markdown's first H1 is. Ranges stay byte ranges of the
+/// whole `text`.
+pub(crate) fn chunk_file(text: &str, format: Format, target_bytes: usize) -> Chunked {
+    let (front_title, body_start) = front_matter(text);
+    let body = &text[body_start..];
+    let mut chunked = chunk(body, target_bytes, format == Format::Markdown);
+    for piece in &mut chunked.chunks {
+        piece.range = piece.range.start + body_start..piece.range.end + body_start;
+    }
+    if front_title.is_some() {
+        chunked.title = front_title;
+    }
+    chunked
+}
+
+/// The front matter's `title` and where the body starts (0 without front
+/// matter). An unclosed block is body text.
+fn front_matter(text: &str) -> (Option<String>, usize) {
+    let text_start = usize::from(text.starts_with('\u{FEFF}')) * '\u{FEFF}'.len_utf8();
+    let mut lines = text[text_start..].split_inclusive('\n');
+    let Some(first) = lines.next() else {
+        return (None, 0);
+    };
+    if first.trim_end() != "---" {
+        return (None, 0);
+    }
+    let mut offset = text_start + first.len();
+    let mut title = None;
+    for line in lines {
+        offset += line.len();
+        let content = line.trim_end();
+        if content == "---" || content == "..." {
+            return (title, offset);
+        }
+        if title.is_none()
+            && let Some(value) = content.strip_prefix("title:")
+        {
+            let value = value.trim();
+            let unquoted = value
+                .strip_prefix('"')
+                .and_then(|v| v.strip_suffix('"'))
+                .or_else(|| value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
+                .unwrap_or(value)
+                .trim();
+            if !unquoted.is_empty() {
+                title = Some(unquoted.to_owned());
+            }
+        }
+    }
+    (None, 0)
+}
+
+fn chunk(text: &str, target_bytes: usize, headings: bool) -> Chunked {
     let mut chunker = Chunker {
         text,
         target_bytes,
@@ -50,7 +129,8 @@ pub(crate) fn chunk_markdown(text: &str, target_bytes: usize) -> Chunked {
         let start = offset;
         offset += line.len();
         let content = line.trim_end_matches(['\n', '\r']);
-        if fence.is_none()
+        if headings
+            && fence.is_none()
             && let Some((level, heading)) = atx_heading(content)
         {
             chunker.close_section();
@@ -63,7 +143,7 @@ pub(crate) fn chunk_markdown(text: &str, target_bytes: usize) -> Chunked {
             chunker.stack.push((level, heading.to_owned()));
             continue;
         }
-        if let Some(marker) = fence_marker(content) {
+        if let Some(marker) = fence_marker(content).filter(|_| headings) {
             fence = match fence {
                 None => Some(marker),
                 Some(open) if marker.closes(open) => None,
@@ -264,6 +344,36 @@ mod tests {
         assert_eq!(
             texts(text, &chunked),
             vec![("T".to_owned(), "aaaa\n\nbbbb"), ("T".to_owned(), "cccc")]
+        );
+    }
+
+    #[test]
+    fn front_matter_is_not_body_and_gives_the_title() {
+        let text = "---\ntitle: \"连接池耗尽\"\ntags: [db]\n---\n# H1\n\nbody text\n";
+        let chunked = chunk_file(text, Format::Markdown, 1000);
+        assert_eq!(chunked.title.as_deref(), Some("连接池耗尽"));
+        assert_eq!(texts(text, &chunked), vec![("H1".to_owned(), "body text")]);
+        let untitled = "---\ntags: [db]\n...\nbody\n";
+        let chunked = chunk_file(untitled, Format::Markdown, 1000);
+        assert_eq!(chunked.title, None);
+        assert_eq!(texts(untitled, &chunked), vec![(String::new(), "body")]);
+        let unclosed = "---\ntitle: x\nbody\n";
+        let chunked = chunk_file(unclosed, Format::Markdown, 1000);
+        assert_eq!(chunked.title, None);
+        assert_eq!(texts(unclosed, &chunked).len(), 1);
+    }
+
+    #[test]
+    fn plain_text_has_no_headings() {
+        let text = "# not a heading\n\nsecond paragraph\n";
+        let chunked = chunk_file(text, Format::PlainText, 10);
+        assert_eq!(chunked.title, None);
+        assert_eq!(
+            texts(text, &chunked),
+            vec![
+                (String::new(), "# not a heading"),
+                (String::new(), "second paragraph")
+            ]
         );
     }
 

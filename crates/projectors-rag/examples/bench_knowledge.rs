@@ -1,0 +1,240 @@
+//! `cargo xtask bench knowledge`: retrieval quality and speed of the
+//! knowledge base.
+//!
+//! 1. Recall@1, recall@5 and MRR per language on the labeled query set
+//!    (`tests/data/labeled_queries.json`) over the bundled English and
+//!    Chinese runbooks, for each CJK segmenter built in (CJK bigrams; jieba
+//!    with the `jieba` feature): the comparison that chose the analyzer.
+//! 2. Over a generated directory of 3,000 files (about 24 MB, English,
+//!    Chinese and mixed): index build time in RAM (what every process paid
+//!    before the persistent index), first persistent build, reopen of the
+//!    unchanged persistent index, and query latency p50/p99.
+//! 3. With `ACI_BIN` (the release `aci` binary; xtask sets it): the wall time
+//!    of one `aci call lookup_knowledge` process rebuilding in RAM
+//!    (`persistent = false`, the baseline) against a second process reusing
+//!    the persistent index, measured in the same run, and their ratio.
+//!
+//! The last line is machine-readable.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use projectors_rag::evaluation::{LabeledQuery, evaluate};
+use projectors_rag::{CjkSegmenter, DirOptions, MarkdownDocument, MarkdownKnowledgeBase};
+
+const FILES: usize = 3000;
+const FILE_BYTES: usize = 8000;
+const QUERIES: usize = 300;
+
+fn main() {
+    let queries =
+        LabeledQuery::parse_set(include_str!("../tests/data/labeled_queries.json")).unwrap();
+    println!("== retrieval quality: {} labeled queries", queries.len());
+    let segmenters = [
+        Some(CjkSegmenter::Bigram),
+        #[cfg(feature = "jieba")]
+        Some(CjkSegmenter::Jieba),
+    ];
+    let mut bigram_r5 = Vec::new();
+    for segmenter in segmenters.into_iter().flatten() {
+        let documents = MarkdownDocument::bundled()
+            .into_iter()
+            .chain(MarkdownDocument::bundled_chinese());
+        let base = MarkdownKnowledgeBase::from_documents_with(documents, segmenter).unwrap();
+        let (scores, _) = evaluate(&base, &queries).unwrap();
+        for (language, score) in &scores {
+            println!(
+                "{:<7} {:<6} n={:<3} recall@1={:.3} recall@5={:.3} MRR={:.3}",
+                segmenter.name(),
+                language,
+                score.queries,
+                score.recall_at_1,
+                score.recall_at_5,
+                score.mrr
+            );
+            if segmenter == CjkSegmenter::Bigram {
+                bigram_r5.push(format!("r5_{language}={:.3}", score.recall_at_5));
+            }
+        }
+    }
+
+    let root = std::env::temp_dir().join(format!("bench-knowledge-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let kb = root.join("kb");
+    let bytes = generate(&kb);
+    println!(
+        "== generated directory: {FILES} files, {:.1} MB",
+        bytes as f64 / 1e6
+    );
+
+    let started = Instant::now();
+    let (ram, report) =
+        MarkdownKnowledgeBase::open_dir(&kb, &DirOptions::default(), |_| {}).unwrap();
+    let ram_build = started.elapsed();
+    println!(
+        "build in RAM (baseline, every process before): {:>8.1} ms ({} chunks)",
+        ms(ram_build),
+        report.chunks
+    );
+    let index = root.join("index");
+    let options = DirOptions::default().index_dir(&index);
+    let started = Instant::now();
+    drop(MarkdownKnowledgeBase::open_dir(&kb, &options, |_| {}).unwrap());
+    let first_build = started.elapsed();
+    println!(
+        "first persistent build:                       {:>8.1} ms",
+        ms(first_build)
+    );
+    let started = Instant::now();
+    let (persistent, report) = MarkdownKnowledgeBase::open_dir(&kb, &options, |_| {}).unwrap();
+    let reopen = started.elapsed();
+    assert!(report.unchanged());
+    println!(
+        "reopen unchanged persistent index:            {:>8.1} ms (ratio to RAM build {:.1}x)",
+        ms(reopen),
+        ratio(ram_build, reopen)
+    );
+
+    let words = vocabulary();
+    let mut latencies = Vec::with_capacity(QUERIES);
+    let mut rng = Lcg(7);
+    for _ in 0..QUERIES {
+        let query: Vec<&str> = (0..3).map(|_| words[rng.below(words.len())]).collect();
+        let query = query.join(" ");
+        let started = Instant::now();
+        persistent.search(&query).unwrap();
+        latencies.push(started.elapsed());
+    }
+    latencies.sort();
+    let p50 = latencies[QUERIES / 2];
+    let p99 = latencies[QUERIES * 99 / 100];
+    println!(
+        "query latency over {QUERIES} queries: p50 {:.2} ms, p99 {:.2} ms",
+        ms(p50),
+        ms(p99)
+    );
+    drop(ram);
+
+    let mut process_ratio = String::from("n/a");
+    if let Some(aci) = std::env::var_os("ACI_BIN").map(PathBuf::from) {
+        let baseline_config = root.join("rebuild.toml");
+        std::fs::write(
+            &baseline_config,
+            format!(
+                "[knowledge]\ndir = {:?}\npersistent = false\n",
+                kb.to_string_lossy()
+            ),
+        )
+        .unwrap();
+        let persistent_config = root.join("persistent.toml");
+        std::fs::write(
+            &persistent_config,
+            format!(
+                "[knowledge]\ndir = {:?}\nindex_dir = {:?}\n",
+                kb.to_string_lossy(),
+                root.join("aci-index").to_string_lossy()
+            ),
+        )
+        .unwrap();
+        let rebuild = aci_call(&aci, &baseline_config);
+        let _warm = aci_call(&aci, &persistent_config);
+        let second = aci_call(&aci, &persistent_config);
+        process_ratio = format!("{:.1}", ratio(rebuild, second));
+        println!(
+            "aci call, rebuild in RAM (baseline):  {:>8.1} ms\naci call, second process, persistent: {:>8.1} ms\nratio: {process_ratio}x (goal >= 10x)",
+            ms(rebuild),
+            ms(second)
+        );
+    } else {
+        println!("(set ACI_BIN to the release aci binary for the second-process comparison)");
+    }
+    let _ = std::fs::remove_dir_all(&root);
+    println!(
+        "{} build_ram_ms={:.0} reopen_ms={:.0} p50_ms={:.2} p99_ms={:.2} process_ratio={process_ratio}",
+        bigram_r5.join(" "),
+        ms(ram_build),
+        ms(reopen),
+        ms(p50),
+        ms(p99)
+    );
+}
+
+fn aci_call(aci: &Path, config: &Path) -> Duration {
+    let started = Instant::now();
+    let out = Command::new(aci)
+        .args([
+            "call",
+            "lookup_knowledge",
+            r#"{"query":"连接池 timeout"}"#,
+            "--config",
+        ])
+        .arg(config)
+        .output()
+        .unwrap();
+    let elapsed = started.elapsed();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    elapsed
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn ratio(base: Duration, other: Duration) -> f64 {
+    base.as_secs_f64() / other.as_secs_f64().max(1e-9)
+}
+
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        usize::try_from(self.0 >> 33).unwrap() % n
+    }
+}
+
+fn vocabulary() -> Vec<&'static str> {
+    "connection pool timeout disk latency replica queue cache leak restart error kafka \
+     consumer lag certificate expiry dns resolver memory heap thread deadlock index \
+     连接池 超时 磁盘 空间 主从 切换 缓存 内存 泄漏 告警 日志 重启 数据库 索引 延迟"
+        .split_whitespace()
+        .collect()
+}
+
+/// Writes the generated directory; returns its size in bytes.
+fn generate(dir: &Path) -> usize {
+    let words = vocabulary();
+    let mut rng = Lcg(42);
+    let mut total = 0;
+    for i in 0..FILES {
+        let mut text = format!("# Runbook {i} {}\n\n", words[rng.below(words.len())]);
+        let mut section = 0;
+        while text.len() < FILE_BYTES {
+            text.push_str(&format!(
+                "## Section {section} {}\n\n",
+                words[rng.below(words.len())]
+            ));
+            for _ in 0..60 {
+                text.push_str(words[rng.below(words.len())]);
+                text.push(' ');
+            }
+            text.push_str("\n\n");
+            section += 1;
+        }
+        let path = dir.join(format!("team-{:02}/runbook-{i:04}.md", i % 30));
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &text).unwrap();
+        total += text.len();
+    }
+    total
+}
