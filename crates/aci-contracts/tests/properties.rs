@@ -13,11 +13,8 @@ fn matches_rule(s: &str) -> bool {
 }
 
 fn config() -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(256);
-    ProptestConfig::with_cases(cases)
+    // Cheap cases: more of them by default.
+    testkit::proptest_config_with_default(256)
 }
 
 proptest! {

@@ -235,13 +235,6 @@ fn the_widest_most_escaped_input_fits_the_default_limit() {
 // ---------------------------------------------------------------------------
 // Properties over arbitrary raw input.
 
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(64)
-}
-
 /// Mostly short text; sometimes arbitrary characters; rarely long runs of
 /// characters that escape badly or are multi-byte (the worst cases for bounds).
 fn text() -> impl Strategy<Value = String> {
@@ -485,7 +478,7 @@ fn check_properties(projector: &MysqlProjector, raw: &RawResultSet) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases()))]
+    #![proptest_config(testkit::proptest_config())]
 
     #[test]
     fn default_bounds_hold_for_arbitrary_raw_input(raw in raw_result()) {
