@@ -40,7 +40,8 @@ pub use results::{
     ValidationError,
 };
 pub use status::{
-    EvidenceStatus, InvocationStatus, LogLevel, LogTopic, RelevanceLevel, SourceKind,
+    EvidenceStatus, InvocationStatus, LogLevel, LogTopic, ReadyEvidenceStatus, RelevanceLevel,
+    SourceKind,
 };
 pub use time::{Timestamp, TimestampError};
 pub use tools::{ToolDefinition, ToolName, tool_definitions};

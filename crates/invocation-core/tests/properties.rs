@@ -183,7 +183,6 @@ fn arguments_strategy() -> impl Strategy<Value = String> {
         Mode::ExecPanic,
         Mode::ProjError,
         Mode::ProjPanic,
-        Mode::ErrorStatus,
         Mode::Inconsistent,
         Mode::WrongId,
     ]);

@@ -1,8 +1,8 @@
 //! The pure projector: raw rows -> the bounded `query_mysql` result.
 
 use aci_contracts::{
-    ColumnType, EvidenceStatus, MAX_ID_BYTES, MysqlColumn, QueryMysqlRequest, QueryMysqlResult,
-    SqlValue, ToolCallId,
+    ColumnType, MAX_ID_BYTES, MysqlColumn, QueryMysqlRequest, QueryMysqlResult,
+    ReadyEvidenceStatus, SqlValue, ToolCallId,
 };
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -218,9 +218,9 @@ impl MysqlProjector {
         }
 
         let evidence_status = if rows.is_empty() {
-            EvidenceStatus::NoEvidence
+            ReadyEvidenceStatus::NoEvidence
         } else {
-            EvidenceStatus::EvidenceFound
+            ReadyEvidenceStatus::EvidenceFound
         };
         Ok(QueryMysqlResult {
             evidence_status,

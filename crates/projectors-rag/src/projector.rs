@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 
 use aci_contracts::{
-    EvidenceStatus, KnowledgeEvidence, LookupKnowledgeRequest, LookupKnowledgeResult,
+    KnowledgeEvidence, LookupKnowledgeRequest, LookupKnowledgeResult, ReadyEvidenceStatus,
     RelevanceLevel, ToolCallId, relevance_in,
 };
 use invocation_core::{
@@ -198,9 +198,9 @@ impl RagProjector {
             };
             LookupKnowledgeResult {
                 evidence_status: if found {
-                    EvidenceStatus::EvidenceFound
+                    ReadyEvidenceStatus::EvidenceFound
                 } else {
-                    EvidenceStatus::NoEvidence
+                    ReadyEvidenceStatus::NoEvidence
                 },
                 tool_call_id: tool_call_id.clone(),
                 query: query.to_owned(),
