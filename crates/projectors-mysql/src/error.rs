@@ -101,6 +101,14 @@ pub enum Rejection {
     UnsupportedTable,
     /// A schema-qualified (stored) function call.
     StoredFunction,
+    /// A system variable (`@@name`) that is not on
+    /// [`ALLOWED_SYSTEM_VARIABLES`](crate::gate::ALLOWED_SYSTEM_VARIABLES):
+    /// host names, paths, ports and accounts must not reach the model.
+    SystemVariable,
+    /// An `information_schema` table on
+    /// [`DENIED_INFORMATION_SCHEMA_TABLES`](crate::gate::DENIED_INFORMATION_SCHEMA_TABLES)
+    /// (server variables, status, sessions, grants).
+    ServerInformation,
     /// A token the server may read differently from the gate's parser (a
     /// word starting with a digit, a number glued to a word, `--` without an
     /// ASCII space, a double-quoted byte string, a NUL byte, a token outside
@@ -126,6 +134,8 @@ impl Rejection {
             Self::Assignment => "ASSIGNMENT",
             Self::UnsupportedPlaceholder => "UNSUPPORTED_PLACEHOLDER",
             Self::SchemaNotAllowed => "SCHEMA_NOT_ALLOWED",
+            Self::SystemVariable => "SYSTEM_VARIABLE",
+            Self::ServerInformation => "SERVER_INFORMATION",
             Self::UnsupportedTable => "UNSUPPORTED_TABLE",
             Self::StoredFunction => "STORED_FUNCTION",
             Self::AmbiguousLexing => "AMBIGUOUS_LEXING",
