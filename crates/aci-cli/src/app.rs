@@ -8,7 +8,7 @@ use aci_contracts::{RunId, Timestamp};
 use invocation_core::clock::add;
 use invocation_core::{Clock, InvocationStore, Limits, RunContext, SystemClock, ToolBoundary};
 use projectors_logs::{MockLogSource, query_logs_tool};
-use projectors_mysql::{MysqlAsyncExecutor, query_mysql_tool};
+use projectors_mysql::{MysqlAsyncSource, query_mysql_tool};
 use projectors_rag::{MarkdownKnowledgeBase, Progress, lookup_knowledge_tool};
 use store_memory::MemoryStore;
 use store_redis::{RedisConfig, RedisStore};
@@ -104,7 +104,7 @@ impl App {
                 .map_err(|e| CliError::config(format!("bundled knowledge base: {e}")))?,
         };
         let limits = limits(config);
-        let mysql = MysqlAsyncExecutor::new(&config.mysql)
+        let mysql = MysqlAsyncSource::new(&config.mysql)
             .map_err(|e| CliError::config(format!("mysql: {e}")))?;
         let boundary = ToolBoundary::builder(store)
             .clock(Arc::clone(&clock))

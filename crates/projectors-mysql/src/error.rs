@@ -1,6 +1,7 @@
 //! The crate's one error type.
 
-use invocation_core::{BoxError, ExecutionError, ExecutionErrorKind};
+use invocation_core::bounds::InvalidBounds;
+use invocation_core::{BoxError, ExecutionError, ExecutionErrorKind, SourceError};
 
 /// A `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -43,7 +44,7 @@ pub enum Error {
     },
     /// Projection bounds that cannot guarantee a valid, bounded result.
     #[error("invalid projection bounds: {0}")]
-    InvalidBounds(&'static str),
+    InvalidBounds(#[from] InvalidBounds),
     /// A raw response whose row has a different number of values than columns.
     #[error("raw row {row} has {values} values for {columns} columns")]
     RowWidthMismatch {
@@ -197,7 +198,7 @@ impl Error {
     /// error kept as the source for the harness.
     #[must_use]
     pub fn into_execution_error(self) -> ExecutionError {
-        ExecutionError::with_source(self.execution_kind(), self)
+        ExecutionError::from(self)
     }
 
     /// The MySQL/MariaDB server error number, when the server refused or
@@ -233,8 +234,15 @@ impl std::fmt::Debug for Error {
     }
 }
 
-impl From<Error> for ExecutionError {
-    fn from(error: Error) -> Self {
-        error.into_execution_error()
+/// `Error` is the [`MysqlSource`](crate::MysqlSource) port's error: it
+/// converts into the boundary's `ExecutionError` by invocation-core's one
+/// blanket conversion, keeping its category and retryability.
+impl SourceError for Error {
+    fn kind(&self) -> ExecutionErrorKind {
+        self.execution_kind()
+    }
+
+    fn retryable(&self) -> bool {
+        self.is_retryable()
     }
 }

@@ -14,7 +14,7 @@ use aci_contracts::{ErrorCode, InvocationStatus, RunId, SqlValue};
 use invocation_core::{RunContext, ToolBoundary, ToolEnvelope};
 use projectors_mysql::testing::TestDatabase;
 use projectors_mysql::{
-    DataSourceConfig, MysqlAsyncExecutor, MysqlConfig, MysqlQuery, query_mysql_tool,
+    DataSourceConfig, MysqlAsyncSource, MysqlConfig, MysqlQuery, query_mysql_tool,
 };
 use serde_json::{Value, json};
 use store_memory::MemoryStore;
@@ -484,7 +484,7 @@ async fn run_corpus(db: TestDatabase, corpus: Vec<(&'static str, Value, Expect)>
         .timeout(Duration::from_millis(500))
         .client_timeout(Duration::from_secs(3));
     let executor =
-        Arc::new(MysqlAsyncExecutor::new(&MysqlConfig::new().data_source("shop", source)).unwrap());
+        Arc::new(MysqlAsyncSource::new(&MysqlConfig::new().data_source("shop", source)).unwrap());
     let boundary = ToolBoundary::builder(Arc::new(MemoryStore::new()))
         .tool(query_mysql_tool(Arc::clone(&executor)))
         .build()
