@@ -76,6 +76,13 @@ pub fn add(t: Timestamp, d: Duration) -> Timestamp {
     Timestamp::from_unix_millis(t.unix_millis().saturating_add(d))
 }
 
+/// `t - d`, saturating.
+#[must_use]
+pub fn sub(t: Timestamp, d: Duration) -> Timestamp {
+    let d = i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+    Timestamp::from_unix_millis(t.unix_millis().saturating_sub(d))
+}
+
 /// `later - earlier`, or zero when `later` is not after `earlier`.
 #[must_use]
 pub fn between(earlier: Timestamp, later: Timestamp) -> Duration {

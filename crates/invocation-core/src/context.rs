@@ -1,6 +1,7 @@
 //! What the harness and the agent framework hand the boundary for one call.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use aci_contracts::{ErrorResult, EvidenceStatus, HarnessControlView, RunId, Timestamp};
 use serde::{Serialize, Serializer};
@@ -14,9 +15,18 @@ pub struct RunContext {
     pub run_id: RunId,
     /// Whether the run still accepts tool calls.
     pub active: bool,
-    /// When the run must stop; calls at or after it are refused and running
-    /// calls are cut off at it.
+    /// When the run must stop, as the harness knows it; calls at or after it
+    /// are refused and running calls are cut off at it.
     pub deadline: Option<Timestamp>,
+    /// How long the run may last from its start: its first call, as the
+    /// store records it. The store holds the resulting deadline, so it holds
+    /// for every process and replica that serves the run; later calls'
+    /// values do not move it.
+    pub max_duration: Option<Duration>,
+    /// The authenticated principal making the call. The run's first call
+    /// makes it the run's owner (in the store); calls of other principals,
+    /// or without one, are then refused with `UNAUTHORIZED`.
+    pub principal: Option<String>,
     /// Most records the run may create, all tools together.
     pub run_budget: Option<u32>,
     /// Most records the run may create per tool name.
@@ -31,6 +41,8 @@ impl RunContext {
             run_id,
             active: true,
             deadline: None,
+            max_duration: None,
+            principal: None,
             run_budget: None,
             tool_budgets: BTreeMap::new(),
         }
@@ -40,6 +52,20 @@ impl RunContext {
     #[must_use]
     pub const fn with_deadline(mut self, deadline: Timestamp) -> Self {
         self.deadline = Some(deadline);
+        self
+    }
+
+    /// Sets the run's longest duration from its start (store-held deadline).
+    #[must_use]
+    pub const fn with_max_duration(mut self, max_duration: Duration) -> Self {
+        self.max_duration = Some(max_duration);
+        self
+    }
+
+    /// Sets the principal making the calls.
+    #[must_use]
+    pub fn with_principal(mut self, principal: impl Into<String>) -> Self {
+        self.principal = Some(principal.into());
         self
     }
 

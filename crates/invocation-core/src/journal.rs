@@ -158,6 +158,24 @@ impl Journal {
         Ok(recovered)
     }
 
+    /// Crash recovery by age: [`recover`](Self::recover) with the records
+    /// created more than `min_age` ago (by this journal's clock).
+    ///
+    /// Safe only when no live process can still finish such a record: choose
+    /// `min_age` longer than the longest tool timeout (plus the time a
+    /// finalization takes), so every call a live process still runs is younger.
+    ///
+    /// # Errors
+    /// [`StoreError`] from the store.
+    pub async fn recover_run(
+        &self,
+        run_id: &RunId,
+        min_age: std::time::Duration,
+    ) -> Result<Vec<ToolCallId>, StoreError> {
+        let older_than = crate::clock::sub(self.clock.now(), min_age);
+        self.recover(run_id, older_than).await
+    }
+
     /// The verdict on each citation, for `run_id`.
     ///
     /// A citation is a tool call id of the run, or `run_id/tool_call_id`.

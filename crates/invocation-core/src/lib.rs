@@ -56,13 +56,14 @@ pub use fingerprint::ScopeFingerprint;
 pub use journal::{CitationCheck, CitationVerdict, Journal, NotCitable};
 pub use limits::{
     DEFAULT_MAX_AGENT_RESULT_BYTES, DEFAULT_MAX_RAW_BYTES, DEFAULT_MAX_RECORD_BYTES,
-    DEFAULT_MAX_REQUEST_BYTES, DEFAULT_RECORD_TTL, DEFAULT_TIMEOUT, LimitOverrides, Limits,
+    DEFAULT_MAX_REQUEST_BYTES, DEFAULT_RECORD_TTL, DEFAULT_TIMEOUT, InvalidLimit, LimitOverrides,
+    Limits,
 };
 pub use record::{
     Budgets, Created, Finalization, InvocationKey, InvocationRecord, NewInvocation, ReadyEvidence,
-    RecordFields, SameScope,
+    RecordFields, RunState, RunTerms, SameScope,
 };
-pub use store::{BoxError, InvocationStore, ScopeIndex, StoreError};
+pub use store::{BoxError, InvocationStore, ScopeIndex, Settled, StoreError, Unsettled};
 pub use tool::SourceError;
 pub use tool::{
     ExecutionContext, ExecutionError, ExecutionErrorKind, Executor, ProjectionContext,

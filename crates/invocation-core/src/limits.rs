@@ -68,7 +68,40 @@ pub struct LimitOverrides {
     pub timeout: Option<Duration>,
 }
 
+/// A limit that is zero: every limit must be positive, since a zero TTL
+/// would delete records (and budgets) as they are written, a zero timeout
+/// would fail every call, and a zero byte limit would refuse everything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{0} must be positive")]
+pub struct InvalidLimit(pub &'static str);
+
 impl Limits {
+    /// Checks that every limit is positive.
+    ///
+    /// # Errors
+    /// [`InvalidLimit`] naming the first limit that is zero.
+    pub const fn validate(&self) -> Result<(), InvalidLimit> {
+        if self.max_request_bytes == 0 {
+            return Err(InvalidLimit("max_request_bytes"));
+        }
+        if self.max_raw_bytes == 0 {
+            return Err(InvalidLimit("max_raw_bytes"));
+        }
+        if self.max_agent_result_bytes == 0 {
+            return Err(InvalidLimit("max_agent_result_bytes"));
+        }
+        if self.max_record_bytes == 0 {
+            return Err(InvalidLimit("max_record_bytes"));
+        }
+        if self.record_ttl.is_zero() {
+            return Err(InvalidLimit("record_ttl"));
+        }
+        if self.timeout.is_zero() {
+            return Err(InvalidLimit("timeout"));
+        }
+        Ok(())
+    }
+
     /// These limits with `overrides` applied.
     #[must_use]
     pub fn with(self, overrides: &LimitOverrides) -> Self {
@@ -83,6 +116,34 @@ impl Limits {
             max_record_bytes: overrides.max_record_bytes.unwrap_or(self.max_record_bytes),
             record_ttl: overrides.record_ttl.unwrap_or(self.record_ttl),
             timeout: overrides.timeout.unwrap_or(self.timeout),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_every_zero_is_named() {
+        assert_eq!(Limits::default().validate(), Ok(()));
+        type Zero = fn(&mut Limits);
+        let zeroes: [(&str, Zero); 6] = [
+            ("max_request_bytes", |l| l.max_request_bytes = 0),
+            ("max_raw_bytes", |l| l.max_raw_bytes = 0),
+            ("max_agent_result_bytes", |l| l.max_agent_result_bytes = 0),
+            ("max_record_bytes", |l| l.max_record_bytes = 0),
+            ("record_ttl", |l| l.record_ttl = Duration::ZERO),
+            ("timeout", |l| l.timeout = Duration::ZERO),
+        ];
+        for (name, zero) in zeroes {
+            let mut limits = Limits::default();
+            zero(&mut limits);
+            assert_eq!(limits.validate(), Err(InvalidLimit(name)));
+            assert_eq!(
+                InvalidLimit(name).to_string(),
+                format!("{name} must be positive")
+            );
         }
     }
 }

@@ -56,6 +56,39 @@ pub struct NewInvocation {
     pub budgets: Budgets,
     /// Whether to report (and, when free, claim) the scope for same-scope replay.
     pub claim_scope: bool,
+    /// The run's terms, fixed by the run's first create.
+    pub run: RunTerms,
+    /// A random token of this create attempt, kept with the record, so that
+    /// settling a call whose create got no answer can only ever touch the
+    /// record this attempt created ([`InvocationStore::settle`](crate::InvocationStore::settle)).
+    pub attempt: u64,
+}
+
+/// What the first create of a run fixes for the whole run, in the store, for
+/// every process and replica: the run's owner and how long it may last.
+///
+/// Later creates compare against what the first one stored; what they pass
+/// here is used only when they are the first.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RunTerms {
+    /// How long the run may last from its first create (its start).
+    /// `None`: no store-held deadline.
+    pub max_duration: Option<Duration>,
+    /// The principal the run belongs to. `None`: a run without owner, which
+    /// only calls without a principal may use.
+    pub owner: Option<String>,
+}
+
+/// A run's state as the store holds it: set atomically by the run's first
+/// create, with the record TTL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunState {
+    /// When the run's first record was created (the creating boundary's clock).
+    pub started_at: Timestamp,
+    /// `started_at + max_duration` of the first create, if it had one.
+    pub deadline: Option<Timestamp>,
+    /// The run's owner, if the first create named one.
+    pub owner: Option<String>,
 }
 
 /// Another record of the run with the same scope, as seen at creation.
@@ -68,13 +101,15 @@ pub enum SameScope {
 }
 
 /// What creation reports besides success.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Created {
     /// The first earlier record of this run with the same scope fingerprint.
     pub duplicate_of: Option<ToolCallId>,
     /// For a claiming create: a READY or in-flight record of the same scope.
     /// `None` means this record now holds the claim.
     pub same_scope: Option<SameScope>,
+    /// The run's state after this create (set by it when it was the run's first).
+    pub run: RunState,
 }
 
 /// The two evidence statuses a READY record may have.

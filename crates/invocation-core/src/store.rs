@@ -3,13 +3,61 @@
 use std::fmt::Debug;
 use std::time::Duration;
 
-use aci_contracts::{ErrorCode, InvocationStatus, RunId, ToolCallId};
+use aci_contracts::{ErrorCode, InvocationStatus, RunId, Timestamp, ToolCallId};
 use async_trait::async_trait;
 
 use crate::{
-    Created, Finalization, InvocationKey, InvocationRecord, NewInvocation, RecordFields,
+    Created, Finalization, InvocationKey, InvocationRecord, NewInvocation, RecordFields, RunState,
     ScopeFingerprint,
 };
+
+/// A call whose create or finalize got no answer: what [`InvocationStore::settle`]
+/// needs to make sure it does not stay `PROJECTING`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unsettled {
+    /// Its key.
+    pub key: InvocationKey,
+    /// The tool's registered name.
+    pub tool_name: String,
+    /// Fingerprint of tool name and normalized scope.
+    pub scope_fingerprint: ScopeFingerprint,
+    /// When the boundary created (or tried to create) it.
+    pub created_at: Timestamp,
+    /// The record TTL it was created with.
+    pub ttl: Duration,
+    /// The create attempt's token ([`NewInvocation::attempt`]).
+    pub attempt: u64,
+}
+
+impl Unsettled {
+    /// What settling `new` needs.
+    #[must_use]
+    pub fn of(new: &NewInvocation) -> Self {
+        Self {
+            key: new.key.clone(),
+            tool_name: new.tool_name.clone(),
+            scope_fingerprint: new.scope_fingerprint,
+            created_at: new.created_at,
+            ttl: new.ttl,
+            attempt: new.attempt,
+        }
+    }
+}
+
+/// What [`InvocationStore::settle`] found and did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settled {
+    /// The record was `PROJECTING`; it is now `ERROR` with the given code.
+    Finalized,
+    /// The record had already left `PROJECTING` (the lost write had applied).
+    AlreadyFinal(InvocationStatus),
+    /// There was no record: a tombstone now holds the key, so a create of it
+    /// that was still on its way is refused as a duplicate.
+    Tombstoned,
+    /// The key holds a record of another create attempt (this attempt's
+    /// create was refused, for example as a duplicate): left alone.
+    OtherAttempt,
+}
 
 /// A boxed error from a driver or executor. It never reaches the agent.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -31,9 +79,13 @@ pub struct ScopeIndex {
 /// `# Behavior` and `# Errors` bullets below.
 #[async_trait]
 pub trait InvocationStore: Send + Sync + Debug + 'static {
-    /// Creates a `PROJECTING` record, atomically with its budget checks.
+    /// Creates a `PROJECTING` record, atomically with its run and budget checks.
     ///
     /// # Behavior
+    /// - The run's first create (no run state held) stores the run state:
+    ///   `started_at = new.created_at`, `deadline = started_at +
+    ///   new.run.max_duration`, `owner = new.run.owner`, living the record TTL.
+    ///   Later creates never change it. [`Created::run`] reports it.
     /// - Creates the record iff its key is absent, the tool budget and the run
     ///   budget allow one more record; then counts one against each budget.
     ///   Counters are per run; a counter's lifetime starts with its first count
@@ -49,11 +101,55 @@ pub trait InvocationStore: Send + Sync + Debug + 'static {
     ///   record claims the scope. A claim ends when its record is finalized.
     ///
     /// # Errors
-    /// - [`StoreError::Duplicate`]: the key exists; nothing is written or counted.
-    /// - [`StoreError::ToolBudgetExhausted`], then [`StoreError::RunBudgetExhausted`]
-    ///   (checked in that order): nothing is written or counted.
+    /// Checked in this order; a refusal writes and counts nothing:
+    /// - [`StoreError::InvalidTtl`]: `new.ttl` is zero.
+    /// - [`StoreError::RunOwnedByOther`]: the run's stored owner differs from
+    ///   `new.run.owner` (an owned run refuses calls without a principal, and a
+    ///   run without owner refuses calls with one).
+    /// - [`StoreError::RunDeadlineExceeded`]: the run's stored deadline is at
+    ///   or before `new.created_at`.
+    /// - [`StoreError::Duplicate`]: the key exists (a record or a tombstone).
+    /// - [`StoreError::ToolBudgetExhausted`], then [`StoreError::RunBudgetExhausted`].
     /// - [`StoreError::Unavailable`]: the store could not be reached in time.
+    ///   The create may or may not have been applied: callers settle it
+    ///   ([`settle`](Self::settle)).
     async fn create(&self, new: NewInvocation) -> Result<Created, StoreError>;
+
+    /// Makes sure a call whose create or finalize got no answer is not left
+    /// `PROJECTING`.
+    ///
+    /// # Behavior
+    /// - A record created by another attempt than `call.attempt` is left
+    ///   alone: [`Settled::OtherAttempt`].
+    /// - This attempt's `PROJECTING` record becomes `ERROR` with `error_code` (as
+    ///   [`finalize`](Self::finalize) would, releasing its scope claim):
+    ///   [`Settled::Finalized`].
+    /// - This attempt's record that already left `PROJECTING` is left alone:
+    ///   [`Settled::AlreadyFinal`].
+    /// - No record: writes a tombstone under the key, an `ERROR` record with
+    ///   `error_code` and no payloads that lives `call.ttl`, counts against no
+    ///   budget and is not listed; a create of the key arriving later is
+    ///   refused as [`StoreError::Duplicate`]: [`Settled::Tombstoned`].
+    /// - Idempotent: settling again changes nothing.
+    ///
+    /// # Errors
+    /// - [`StoreError::InvalidTtl`], [`StoreError::Unavailable`].
+    async fn settle(
+        &self,
+        call: &Unsettled,
+        error_code: ErrorCode,
+        finished_at: Timestamp,
+    ) -> Result<Settled, StoreError>;
+
+    /// The run's state, set by its first create.
+    ///
+    /// # Behavior
+    /// - `None` when the run has no state (never created, or expired).
+    ///   Never refreshes a TTL.
+    ///
+    /// # Errors
+    /// - [`StoreError::Unavailable`], [`StoreError::Corrupt`].
+    async fn run_state(&self, run_id: &RunId) -> Result<Option<RunState>, StoreError>;
 
     /// Moves a `PROJECTING` record to `READY` or `ERROR`, exactly once.
     ///
@@ -140,6 +236,15 @@ pub enum StoreError {
     /// The run's budget for all tools is used up.
     #[error("the run's budget is used up")]
     RunBudgetExhausted,
+    /// The run's stored deadline has passed.
+    #[error("the run's deadline has passed")]
+    RunDeadlineExceeded,
+    /// The run belongs to another principal.
+    #[error("the run belongs to another principal")]
+    RunOwnedByOther,
+    /// A record TTL of zero was asked for.
+    #[error("a record TTL must be positive")]
+    InvalidTtl,
     /// No such record: never created, or expired.
     #[error("no such record (never created, or expired)")]
     NotFound,
@@ -179,6 +284,9 @@ impl StoreError {
             Self::Duplicate => "DUPLICATE_TOOL_CALL",
             Self::ToolBudgetExhausted => "TOOL_BUDGET_EXHAUSTED",
             Self::RunBudgetExhausted => "RUN_BUDGET_EXHAUSTED",
+            Self::RunDeadlineExceeded => "RUN_DEADLINE_EXCEEDED",
+            Self::RunOwnedByOther => "RUN_OWNED_BY_OTHER",
+            Self::InvalidTtl => "INVALID_TTL",
             Self::NotFound => "RECORD_EXPIRED",
             Self::NotProjecting { .. } => "NOT_PROJECTING",
             Self::Unavailable { .. } => "STORE_UNAVAILABLE",
@@ -193,6 +301,9 @@ impl StoreError {
             Self::Duplicate => ErrorCode::DuplicateToolCall,
             Self::ToolBudgetExhausted => ErrorCode::ToolBudgetExhausted,
             Self::RunBudgetExhausted => ErrorCode::RunBudgetExhausted,
+            Self::RunDeadlineExceeded => ErrorCode::RunDeadlineExceeded,
+            Self::RunOwnedByOther => ErrorCode::Unauthorized,
+            Self::InvalidTtl => ErrorCode::StoreUnavailable,
             Self::NotFound => ErrorCode::RecordExpired,
             Self::NotProjecting { .. } => ErrorCode::ExecutionAbandoned,
             Self::Unavailable { .. } | Self::Corrupt { .. } => ErrorCode::StoreUnavailable,

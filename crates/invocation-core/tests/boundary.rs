@@ -739,13 +739,13 @@ async fn every_preflight_rejection_runs_nothing_and_records_nothing() {
             true,
         ),
         (
-            "invalid beats too large",
+            "too large beats invalid: the size is checked before decoding",
             ctx(),
             ToolEnvelope {
                 arguments: format!("[{}]", "1,".repeat(200)),
                 ..valid()
             },
-            ErrorCode::InvalidInput,
+            ErrorCode::RequestTooLarge,
             true,
         ),
         (

@@ -249,11 +249,11 @@ fn expected_rejection(c: &Case) -> Option<ErrorCode> {
         (!c.known_tool, ErrorCode::UnknownTool),
         (!c.authorized, ErrorCode::Unauthorized),
         (!c.read_only, ErrorCode::NotReadOnly),
-        (!decodes, ErrorCode::InvalidInput),
         (
             c.arguments.len() > c.max_request_bytes,
             ErrorCode::RequestTooLarge,
         ),
+        (!decodes, ErrorCode::InvalidInput),
     ]
     .into_iter()
     .find_map(|(failed, code)| failed.then_some(code))

@@ -12,12 +12,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use aci_contracts::{InvocationStatus, RunId, Timestamp, ToolCallId};
+use aci_contracts::{ErrorCode, InvocationStatus, RunId, Timestamp, ToolCallId};
 use async_trait::async_trait;
 use invocation_core::clock::{add, between};
 use invocation_core::{
     Clock, Created, Finalization, InvocationKey, InvocationRecord, InvocationStore, NewInvocation,
-    RecordFields, SameScope, ScopeFingerprint, ScopeIndex, StoreError, SystemClock,
+    RecordFields, RunState, SameScope, ScopeFingerprint, ScopeIndex, Settled, StoreError,
+    SystemClock, Unsettled,
 };
 
 /// Creations between two sweeps of expired records.
@@ -32,15 +33,17 @@ pub struct MemoryStore {
 
 #[derive(Debug, Default)]
 struct State {
-    runs: HashMap<RunId, RunState>,
+    runs: HashMap<RunId, Run>,
     creates_since_sweep: u32,
 }
 
 #[derive(Debug, Default)]
-struct RunState {
+struct Run {
     records: HashMap<ToolCallId, Entry>,
     order: Vec<ToolCallId>,
     counters: Option<Counters>,
+    /// Set by the run's first create; lives the record TTL.
+    state: Option<(RunState, Timestamp)>,
     first: HashMap<ScopeFingerprint, ToolCallId>,
     first_ready: HashMap<ScopeFingerprint, ToolCallId>,
     claims: HashMap<ScopeFingerprint, ToolCallId>,
@@ -50,6 +53,8 @@ struct RunState {
 struct Entry {
     record: InvocationRecord,
     expires_at: Timestamp,
+    /// The create attempt's token.
+    attempt: u64,
 }
 
 #[derive(Debug)]
@@ -107,19 +112,46 @@ fn purge(state: &mut State, now: Timestamp) {
         if run.counters.as_ref().is_some_and(|c| c.expires_at <= now) {
             run.counters = None;
         }
+        if run
+            .state
+            .as_ref()
+            .is_some_and(|(_, expires_at)| *expires_at <= now)
+        {
+            run.state = None;
+        }
         if run.records.is_empty() {
             run.first.clear();
             run.first_ready.clear();
             run.claims.clear();
         }
-        !run.records.is_empty() || run.counters.is_some()
+        !run.records.is_empty() || run.counters.is_some() || run.state.is_some()
     });
     state.creates_since_sweep = 0;
 }
 
-impl RunState {
+impl Run {
     fn live(&self, id: &ToolCallId, now: Timestamp) -> Option<&Entry> {
         self.records.get(id).filter(|e| e.expires_at > now)
+    }
+
+    fn live_state(&self, now: Timestamp) -> Option<&RunState> {
+        self.state
+            .as_ref()
+            .filter(|(_, expires_at)| *expires_at > now)
+            .map(|(state, _)| state)
+    }
+
+    /// Releases a finalized record's scope claim, and records a READY one as
+    /// its fingerprint's first READY record.
+    fn finished(&mut self, id: &ToolCallId, fingerprint: ScopeFingerprint, ready: bool) {
+        if ready {
+            self.first_ready
+                .entry(fingerprint)
+                .or_insert_with(|| id.clone());
+        }
+        if self.claims.get(&fingerprint) == Some(id) {
+            self.claims.remove(&fingerprint);
+        }
     }
 }
 
@@ -132,7 +164,21 @@ impl InvocationStore for MemoryStore {
         if state.creates_since_sweep >= SWEEP_EVERY {
             purge(&mut state, now);
         }
+        if new.ttl.is_zero() {
+            return Err(StoreError::InvalidTtl);
+        }
         let run = state.runs.entry(new.key.run_id.clone()).or_default();
+        if let Some(held) = run.live_state(now) {
+            if held.owner != new.run.owner {
+                return Err(StoreError::RunOwnedByOther);
+            }
+            if held
+                .deadline
+                .is_some_and(|deadline| new.created_at >= deadline)
+            {
+                return Err(StoreError::RunDeadlineExceeded);
+            }
+        }
         if run.live(&new.key.tool_call_id, now).is_some() {
             return Err(StoreError::Duplicate);
         }
@@ -151,6 +197,15 @@ impl InvocationStore for MemoryStore {
 
         let id = new.key.tool_call_id.clone();
         let fingerprint = new.scope_fingerprint;
+        if run.live_state(now).is_none() {
+            let held = RunState {
+                started_at: new.created_at,
+                deadline: new.run.max_duration.map(|d| add(new.created_at, d)),
+                owner: new.run.owner.clone(),
+            };
+            run.state = Some((held, add(now, new.ttl)));
+        }
+        let run_state = run.live_state(now).cloned();
         let counters = run.counters.get_or_insert_with(|| Counters {
             run: 0,
             tools: HashMap::new(),
@@ -181,16 +236,19 @@ impl InvocationStore for MemoryStore {
         }
         run.order.push(id.clone());
         let expires_at = add(now, new.ttl);
+        let attempt = new.attempt;
         run.records.insert(
             id,
             Entry {
                 record: InvocationRecord::from_new(new),
                 expires_at,
+                attempt,
             },
         );
         Ok(Created {
             duplicate_of,
             same_scope,
+            run: run_state.ok_or(StoreError::Corrupt { what: "run state" })?,
         })
     }
 
@@ -218,15 +276,79 @@ impl InvocationStore for MemoryStore {
         let ready = finalization.status() == InvocationStatus::Ready;
         entry.record.apply(finalization);
         let fingerprint = entry.record.scope_fingerprint;
-        if ready {
-            run.first_ready
-                .entry(fingerprint)
-                .or_insert_with(|| key.tool_call_id.clone());
-        }
-        if run.claims.get(&fingerprint) == Some(&key.tool_call_id) {
-            run.claims.remove(&fingerprint);
-        }
+        run.finished(&key.tool_call_id, fingerprint, ready);
         Ok(())
+    }
+
+    async fn settle(
+        &self,
+        call: &Unsettled,
+        error_code: ErrorCode,
+        finished_at: Timestamp,
+    ) -> Result<Settled, StoreError> {
+        if call.ttl.is_zero() {
+            return Err(StoreError::InvalidTtl);
+        }
+        let now = self.clock.now();
+        let mut state = self.lock();
+        let run = state.runs.entry(call.key.run_id.clone()).or_default();
+        let finalization = Finalization::Error {
+            error_code,
+            raw_json: None,
+            finished_at,
+        };
+        let id = &call.key.tool_call_id;
+        match run.records.get_mut(id).filter(|e| e.expires_at > now) {
+            Some(entry) if entry.attempt != call.attempt => Ok(Settled::OtherAttempt),
+            Some(entry) if entry.record.status != InvocationStatus::Projecting => {
+                Ok(Settled::AlreadyFinal(entry.record.status))
+            }
+            Some(entry) => {
+                entry.record.apply(finalization);
+                let fingerprint = entry.record.scope_fingerprint;
+                run.finished(id, fingerprint, false);
+                Ok(Settled::Finalized)
+            }
+            None => {
+                // A tombstone: not in the order, counted against no budget.
+                let mut record = InvocationRecord::from_new(NewInvocation {
+                    key: call.key.clone(),
+                    tool_name: call.tool_name.clone(),
+                    request_json: String::new(),
+                    scope_json: String::new(),
+                    scope_fingerprint: call.scope_fingerprint,
+                    created_at: call.created_at,
+                    ttl: call.ttl,
+                    budgets: invocation_core::Budgets::default(),
+                    claim_scope: false,
+                    run: invocation_core::RunTerms::default(),
+                    attempt: call.attempt,
+                });
+                record.request_json = None;
+                record.scope_json = None;
+                record.apply(finalization);
+                run.order.retain(|existing| existing != id);
+                run.records.insert(
+                    id.clone(),
+                    Entry {
+                        record,
+                        expires_at: add(now, call.ttl),
+                        attempt: call.attempt,
+                    },
+                );
+                Ok(Settled::Tombstoned)
+            }
+        }
+    }
+
+    async fn run_state(&self, run_id: &RunId) -> Result<Option<RunState>, StoreError> {
+        let now = self.clock.now();
+        let state = self.lock();
+        Ok(state
+            .runs
+            .get(run_id)
+            .and_then(|run| run.live_state(now))
+            .cloned())
     }
 
     async fn get(

@@ -370,6 +370,8 @@ async fn run_baseline(
                         ttl: invocation_core::DEFAULT_RECORD_TTL,
                         budgets: Budgets::default(),
                         claim_scope: false,
+                        run: invocation_core::RunTerms::default(),
+                        attempt: 1,
                     })
                     .await?;
                 store

@@ -12,7 +12,9 @@
 //! | `created_at`, `finished_at` | always / finalized | Unix milliseconds |
 //! | `replayed_from` | replayed READY | a tool call id |
 //! | `request_bytes`, `raw_bytes`, `result_bytes` | when the payload is stored | UTF-8 bytes |
-//! | `request`, `scope` | always | request text, canonical scope JSON |
+//! | `attempt` | always | the create attempt's token (decimal) |
+//! | `tombstone` | tombstones only | `1`: settled with no create applied |
+//! | `request`, `scope` | always but tombstones | request text, canonical scope JSON |
 //! | `result` | READY | the bounded agent result |
 //! | `raw` | READY, ERROR when kept | the raw response (harness-only) |
 
@@ -21,7 +23,7 @@ use std::borrow::Cow;
 use aci_contracts::{ErrorCode, EvidenceStatus, InvocationStatus, RunId, Timestamp, ToolCallId};
 use invocation_core::{
     Finalization, InvocationKey, InvocationRecord, NewInvocation, RecordFields, ScopeFingerprint,
-    StoreError,
+    StoreError, Unsettled,
 };
 
 pub(crate) const STATUS: &str = "status";
@@ -73,8 +75,44 @@ pub(crate) fn new_record(new: &NewInvocation) -> Vec<(&'static str, Cow<'_, str>
             "request_bytes",
             Cow::Owned(new.request_json.len().to_string()),
         ),
+        ("attempt", Cow::Owned(new.attempt.to_string())),
         ("request", Cow::Borrowed(new.request_json.as_str())),
         ("scope", Cow::Borrowed(new.scope_json.as_str())),
+    ]
+}
+
+/// Field/value pairs of a tombstone: an ERROR record with no payloads that
+/// holds the key of a call whose create never applied.
+pub(crate) fn tombstone(
+    call: &Unsettled,
+    error_code: ErrorCode,
+    finished_at: Timestamp,
+) -> Vec<(&'static str, Cow<'_, str>)> {
+    vec![
+        ("run_id", Cow::Borrowed(call.key.run_id.as_str())),
+        (
+            "tool_call_id",
+            Cow::Borrowed(call.key.tool_call_id.as_str()),
+        ),
+        ("tool_name", Cow::Borrowed(call.tool_name.as_str())),
+        (STATUS, Cow::Borrowed(InvocationStatus::Error.as_str())),
+        (
+            "evidence_status",
+            Cow::Borrowed(EvidenceStatus::Error.as_str()),
+        ),
+        ("error_code", Cow::Borrowed(error_code.as_str())),
+        ("scope_fp", Cow::Owned(call.scope_fingerprint.to_hex())),
+        (
+            "created_at",
+            Cow::Owned(call.created_at.unix_millis().to_string()),
+        ),
+        (
+            "finished_at",
+            Cow::Owned(finished_at.unix_millis().to_string()),
+        ),
+        ("request_bytes", Cow::Borrowed("0")),
+        ("attempt", Cow::Owned(call.attempt.to_string())),
+        ("tombstone", Cow::Borrowed("1")),
     ]
 }
 
@@ -184,9 +222,15 @@ pub(crate) fn decode(
         .map(|s| size(s, "result_bytes"))
         .transpose()?;
     let (request_json, scope_json, agent_result_json) = if fields >= RecordFields::WithoutRaw {
+        // Only a tombstone (an ERROR record whose create never applied) has
+        // no request and scope.
+        let payload = |value: Field, what: &'static str| match optional(value, what)? {
+            None if status != InvocationStatus::Error => Err(corrupt(what)),
+            text => Ok(text),
+        };
         (
-            Some(required(next(), "request")?),
-            Some(required(next(), "scope")?),
+            payload(next(), "request")?,
+            payload(next(), "scope")?,
             optional(next(), "result")?,
         )
     } else {

@@ -101,12 +101,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use aci_contracts::{InvocationStatus, RunId, ToolCallId};
+use aci_contracts::{ErrorCode, InvocationStatus, RunId, Timestamp, ToolCallId};
 use async_trait::async_trait;
 use deadpool::managed::{Object, PoolError, TimeoutType};
 use invocation_core::{
     Created, Finalization, InvocationKey, InvocationRecord, InvocationStore, NewInvocation,
-    RecordFields, SameScope, ScopeFingerprint, ScopeIndex, StoreError,
+    RecordFields, RunState, SameScope, ScopeFingerprint, ScopeIndex, Settled, StoreError,
+    Unsettled,
 };
 use redis::cluster::ClusterClientBuilder;
 use redis::{AsyncConnectionConfig, Client, Cmd, ErrorKind, FromRedisValue, ServerErrorKind};
@@ -121,7 +122,7 @@ use codec::corrupt;
 use config::Nodes;
 use keys::Keys;
 use pool::{Link, Manager, Pool, Target};
-use scripts::{CREATE, FINALIZE, LuaScript};
+use scripts::{CREATE, FINALIZE, LuaScript, SETTLE};
 
 /// Longest TTL written, in milliseconds (about 285,000 years): keeps every
 /// TTL exact as a Lua number and inside Redis's expiry range.
@@ -401,6 +402,23 @@ fn reply_id(text: &str, what: &'static str) -> Result<Option<ToolCallId>, StoreE
     }
 }
 
+/// A run state from the run hash's `started_at`, `deadline`, `owner` (empty
+/// strings for none).
+fn run_state(started_at: &str, deadline: &str, owner: &str) -> Result<RunState, StoreError> {
+    let millis = |text: &str| {
+        text.parse::<i64>()
+            .map(Timestamp::from_unix_millis)
+            .map_err(|_| corrupt("run state"))
+    };
+    Ok(RunState {
+        started_at: millis(started_at)?,
+        deadline: (!deadline.is_empty())
+            .then(|| millis(deadline))
+            .transpose()?,
+        owner: (!owner.is_empty()).then(|| owner.to_owned()),
+    })
+}
+
 /// Keeps the last position of every id: an id whose record expired and was
 /// created again is listed where it was created last.
 fn dedup_keep_last(ids: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
@@ -421,6 +439,11 @@ impl InvocationStore for RedisStore {
         let record_key = inner.keys.record(&new.key.run_id, &new.key.tool_call_id);
         let run_keys = inner.keys.run(&new.key.run_id);
         let fingerprint = new.scope_fingerprint.to_hex();
+        // The deadline this create would give the run if it is the run's first.
+        let deadline = new
+            .run
+            .max_duration
+            .map(|d| invocation_core::clock::add(new.created_at, d).unix_millis());
         let mut args: Vec<Cow<'_, str>> = vec![
             Cow::Owned(ttl_millis(new.ttl).to_string()),
             budget_arg(new.budgets.tool),
@@ -429,6 +452,9 @@ impl InvocationStore for RedisStore {
             Cow::Borrowed(new.key.tool_call_id.as_str()),
             Cow::Owned(fingerprint),
             Cow::Borrowed(if new.claim_scope { "1" } else { "0" }),
+            Cow::Owned(new.created_at.unix_millis().to_string()),
+            deadline.map_or(Cow::Borrowed(""), |d| Cow::Owned(d.to_string())),
+            Cow::Borrowed(new.run.owner.as_deref().unwrap_or("")),
         ];
         for (field, value) in codec::new_record(&new) {
             args.push(Cow::Borrowed(field));
@@ -447,7 +473,15 @@ impl InvocationStore for RedisStore {
             .collect::<Vec<_>>()
             .as_slice()
         {
-            ["CREATED", duplicate_of, kind, id] => {
+            [
+                "CREATED",
+                duplicate_of,
+                kind,
+                id,
+                started_at,
+                deadline,
+                owner,
+            ] => {
                 let duplicate_of = reply_id(duplicate_of, "create reply")?;
                 let same_scope = match (*kind, reply_id(id, "create reply")?) {
                     ("", None) => None,
@@ -458,8 +492,12 @@ impl InvocationStore for RedisStore {
                 Ok(Created {
                     duplicate_of,
                     same_scope,
+                    run: run_state(started_at, deadline, owner)?,
                 })
             }
+            ["INVALID_TTL"] => Err(StoreError::InvalidTtl),
+            ["RUN_OWNER"] => Err(StoreError::RunOwnedByOther),
+            ["RUN_DEADLINE"] => Err(StoreError::RunDeadlineExceeded),
             ["DUPLICATE"] => Err(StoreError::Duplicate),
             ["TOOL_BUDGET"] => Err(StoreError::ToolBudgetExhausted),
             ["RUN_BUDGET"] => Err(StoreError::RunBudgetExhausted),
@@ -498,6 +536,74 @@ impl InvocationStore for RedisStore {
             }),
             ["CORRUPT"] => Err(corrupt("status")),
             _ => Err(corrupt("finalize reply")),
+        }
+    }
+
+    async fn settle(
+        &self,
+        call: &Unsettled,
+        error_code: ErrorCode,
+        finished_at: Timestamp,
+    ) -> Result<Settled, StoreError> {
+        let inner = &self.inner;
+        let record_key = inner.keys.record(&call.key.run_id, &call.key.tool_call_id);
+        let scopes_key = inner.keys.scopes(&call.key.run_id);
+        let finalization = Finalization::Error {
+            error_code,
+            raw_json: None,
+            finished_at,
+        };
+        let outcome = codec::outcome(&finalization);
+        let mut args: Vec<Cow<'_, str>> = vec![
+            Cow::Owned(call.attempt.to_string()),
+            Cow::Owned(ttl_millis(call.ttl).to_string()),
+            Cow::Borrowed(call.key.tool_call_id.as_str()),
+            Cow::Owned((outcome.len() * 2).to_string()),
+        ];
+        for (field, value) in
+            outcome
+                .into_iter()
+                .chain(codec::tombstone(call, error_code, finished_at))
+        {
+            args.push(Cow::Borrowed(field));
+            args.push(value);
+        }
+        let keys = [record_key.as_str(), scopes_key.as_str()];
+        let reply = inner.eval("settle", &SETTLE, &keys, &args).await?;
+        match reply
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .as_slice()
+        {
+            ["FINALIZED"] => Ok(Settled::Finalized),
+            ["TOMBSTONED"] => Ok(Settled::Tombstoned),
+            ["OTHER_ATTEMPT"] => Ok(Settled::OtherAttempt),
+            ["ALREADY_FINAL", current] => Ok(Settled::AlreadyFinal(
+                InvocationStatus::parse(current).ok_or_else(|| corrupt("status"))?,
+            )),
+            ["INVALID_TTL"] => Err(StoreError::InvalidTtl),
+            ["CORRUPT"] => Err(corrupt("status")),
+            _ => Err(corrupt("settle reply")),
+        }
+    }
+
+    async fn run_state(&self, run_id: &RunId) -> Result<Option<RunState>, StoreError> {
+        let mut cmd = redis::cmd("HMGET");
+        cmd.arg(self.inner.keys.run(run_id).budget)
+            .arg("started_at")
+            .arg("deadline")
+            .arg("owner");
+        let values: Vec<Option<String>> = self.inner.query("run_state", &cmd).await?;
+        match values.as_slice() {
+            [None, ..] => Ok(None),
+            [Some(started_at), deadline, owner] => run_state(
+                started_at,
+                deadline.as_deref().unwrap_or(""),
+                owner.as_deref().unwrap_or(""),
+            )
+            .map(Some),
+            _ => Err(corrupt("run state")),
         }
     }
 

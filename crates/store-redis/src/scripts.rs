@@ -8,15 +8,29 @@
 
 use std::sync::LazyLock;
 
-/// `create`: KEYS = record, budget, index, scopes. ARGV = ttl ms, tool budget
-/// (or empty), run budget (or empty), tool counter field, tool call id,
-/// fingerprint hex, claim flag (`1`/`0`), then the record's field/value pairs.
+/// `create`: KEYS = record, run (state and budget counters), index, scopes.
+/// ARGV = ttl ms, tool budget (or empty), run budget (or empty), tool
+/// counter field, tool call id, fingerprint hex, claim flag (`1`/`0`),
+/// created-at ms, the deadline ms if this create starts the run (or empty),
+/// owner (or empty), then the record's field/value pairs.
 ///
-/// Returns `{DUPLICATE}`, `{TOOL_BUDGET}`, `{RUN_BUDGET}` or
-/// `{CREATED, duplicate_of, same_scope_kind, same_scope_id}` (empty strings
-/// for none).
+/// Checks in order: ttl, run owner, run deadline, duplicate, tool budget, run
+/// budget; a refusal writes nothing. The run's first create stores
+/// `started_at`, `deadline` and `owner` in the run hash.
+///
+/// Returns `{INVALID_TTL}`, `{RUN_OWNER}`, `{RUN_DEADLINE}`, `{DUPLICATE}`,
+/// `{TOOL_BUDGET}`, `{RUN_BUDGET}` or `{CREATED, duplicate_of,
+/// same_scope_kind, same_scope_id, started_at, deadline, owner}` (empty
+/// strings for none).
 pub(crate) const CREATE_SOURCE: &str = r"
 local ttl = tonumber(ARGV[1])
+if not ttl or ttl <= 0 then return {'INVALID_TTL'} end
+local run = redis.call('HMGET', KEYS[2], 'started_at', 'deadline', 'owner')
+local started, deadline, owner = run[1], run[2] or '', run[3] or ''
+if started then
+  if owner ~= ARGV[10] then return {'RUN_OWNER'} end
+  if deadline ~= '' and tonumber(ARGV[8]) >= tonumber(deadline) then return {'RUN_DEADLINE'} end
+end
 if redis.call('EXISTS', KEYS[1]) == 1 then return {'DUPLICATE'} end
 local tool_budget = tonumber(ARGV[2])
 if tool_budget and tonumber(redis.call('HGET', KEYS[2], ARGV[4]) or '0') >= tool_budget then
@@ -26,7 +40,11 @@ local run_budget = tonumber(ARGV[3])
 if run_budget and tonumber(redis.call('HGET', KEYS[2], 'run') or '0') >= run_budget then
   return {'RUN_BUDGET'}
 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 8))
+if not started then
+  started, deadline, owner = ARGV[8], ARGV[9], ARGV[10]
+  redis.call('HSET', KEYS[2], 'started_at', started, 'deadline', deadline, 'owner', owner)
+end
+redis.call('HSET', KEYS[1], unpack(ARGV, 11))
 redis.call('PEXPIRE', KEYS[1], ttl)
 redis.call('HINCRBY', KEYS[2], 'run', 1)
 redis.call('HINCRBY', KEYS[2], ARGV[4], 1)
@@ -52,7 +70,7 @@ if ARGV[7] == '1' then
   end
 end
 if redis.call('PTTL', KEYS[4]) < ttl then redis.call('PEXPIRE', KEYS[4], ttl) end
-return {'CREATED', duplicate_of or '', same_kind, same_id}
+return {'CREATED', duplicate_of or '', same_kind, same_id, started, deadline, owner}
 ";
 
 /// `finalize`: KEYS = record, scopes. ARGV = new status, tool call id, then
@@ -77,6 +95,35 @@ end
 return {'FINALIZED'}
 ";
 
+/// `settle`: KEYS = record, scopes. ARGV = attempt token, ttl ms, tool call
+/// id, number N of outcome arguments, the outcome's N field/value arguments,
+/// then the tombstone's field/value pairs.
+///
+/// Returns `{INVALID_TTL}`, `{OTHER_ATTEMPT}`, `{ALREADY_FINAL, status}`,
+/// `{FINALIZED}`, `{TOMBSTONED}` or `{CORRUPT}`. Only the tombstone branch
+/// sets a TTL: it creates the key (as a create would), with the record TTL.
+pub(crate) const SETTLE_SOURCE: &str = r"
+local ttl = tonumber(ARGV[2])
+if not ttl or ttl <= 0 then return {'INVALID_TTL'} end
+local n = tonumber(ARGV[4])
+local current = redis.call('HMGET', KEYS[1], 'status', 'attempt')
+if current[1] then
+  if current[2] ~= ARGV[1] then return {'OTHER_ATTEMPT'} end
+  if current[1] ~= 'PROJECTING' then return {'ALREADY_FINAL', current[1]} end
+  redis.call('HSET', KEYS[1], unpack(ARGV, 5, 4 + n))
+  local fp = redis.call('HGET', KEYS[1], 'scope_fp')
+  if fp then
+    local claim = fp .. ':claim'
+    if redis.call('HGET', KEYS[2], claim) == ARGV[3] then redis.call('HDEL', KEYS[2], claim) end
+  end
+  return {'FINALIZED'}
+end
+if redis.call('EXISTS', KEYS[1]) == 1 then return {'CORRUPT'} end
+redis.call('HSET', KEYS[1], unpack(ARGV, 5 + n))
+redis.call('PEXPIRE', KEYS[1], ttl)
+return {'TOMBSTONED'}
+";
+
 /// A script's source and SHA1 (computed by `redis::Script`).
 #[derive(Debug)]
 pub(crate) struct LuaScript {
@@ -95,12 +142,13 @@ impl LuaScript {
 
 pub(crate) static CREATE: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(CREATE_SOURCE));
 pub(crate) static FINALIZE: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(FINALIZE_SOURCE));
+pub(crate) static SETTLE: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(SETTLE_SOURCE));
 
 /// Commands the scripts run inside Redis. `INFO commandstats` counts these
 /// too; they are not round trips.
 #[cfg(any(test, feature = "testing"))]
 pub(crate) const SCRIPT_INTERNAL_COMMANDS: &[&str] = &[
-    "exists", "hget", "hset", "pexpire", "hincrby", "pttl", "rpush", "hsetnx", "hdel",
+    "exists", "hget", "hmget", "hset", "pexpire", "hincrby", "pttl", "rpush", "hsetnx", "hdel",
 ];
 
 #[cfg(test)]
@@ -124,7 +172,10 @@ mod tests {
             .iter()
             .map(|c| (*c).to_owned())
             .collect();
-        assert_eq!(calls(&[CREATE_SOURCE, FINALIZE_SOURCE]), listed);
+        assert_eq!(
+            calls(&[CREATE_SOURCE, FINALIZE_SOURCE, SETTLE_SOURCE]),
+            listed
+        );
     }
 
     #[test]

@@ -45,32 +45,52 @@ async fn a_fresh_harness_recovers_replays_and_verifies_after_a_crash() {
         FakeExecutor::new(),
         FakeExecutor::new().with_delay(Duration::from_secs(60)),
     );
-    let a = harness(&prefix, fast_a.clone(), slow_a.clone());
-    let ready = a.invoke(&ctx, call(&run, "a-ready", FAST, "alpha")).await;
-    assert_eq!(ready.control.status, InvocationStatus::Ready);
-    let stuck = {
-        let (a, ctx, run) = (a.clone(), ctx.clone(), run.clone());
-        tokio::spawn(async move { a.invoke(&ctx, call(&run, "a-stuck", SLOW, "beta")).await })
-    };
+    // A runs on a runtime of its own, which dies with the call still running:
+    // like a killed process, no task of A runs again (its guard cannot
+    // settle the call), so the record stays PROJECTING.
+    std::thread::spawn({
+        let (prefix, run, ctx) = (prefix.clone(), run.clone(), ctx.clone());
+        let (fast_a, slow_a) = (fast_a.clone(), slow_a.clone());
+        move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let a = harness(&prefix, fast_a, slow_a);
+                let ready = a.invoke(&ctx, call(&run, "a-ready", FAST, "alpha")).await;
+                assert_eq!(ready.control.status, InvocationStatus::Ready);
+                tokio::spawn({
+                    let (a, ctx, run) = (a.clone(), ctx.clone(), run.clone());
+                    async move { a.invoke(&ctx, call(&run, "a-stuck", SLOW, "beta")).await }
+                });
+                let stuck_key = InvocationKey::new(
+                    run.clone(),
+                    aci_contracts::ToolCallId::new("a-stuck").unwrap(),
+                );
+                for attempt in 0.. {
+                    let record = a
+                        .store()
+                        .get(&stuck_key, RecordFields::Metadata)
+                        .await
+                        .unwrap();
+                    if record.is_some() {
+                        break;
+                    }
+                    assert!(attempt < 500, "the running call never created its record");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            });
+            runtime.shutdown_background();
+        }
+    })
+    .join()
+    .unwrap();
     let stuck_key = InvocationKey::new(
         run.clone(),
         aci_contracts::ToolCallId::new("a-stuck").unwrap(),
     );
-    for attempt in 0.. {
-        let record = a
-            .store()
-            .get(&stuck_key, RecordFields::Metadata)
-            .await
-            .unwrap();
-        if record.is_some() {
-            break;
-        }
-        assert!(attempt < 500, "the running call never created its record");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    stuck.abort();
-    let _ = stuck.await;
-    drop(a);
     assert_eq!((fast_a.calls(), slow_a.calls()), (1, 1));
 
     // Harness B: a fresh instance on the same Redis, with its own executors.

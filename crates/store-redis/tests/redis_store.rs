@@ -54,6 +54,8 @@ fn new_invocation(run: &RunId, id: &str, ttl: Duration) -> NewInvocation {
         ttl,
         budgets: Budgets::default(),
         claim_scope: false,
+        run: invocation_core::RunTerms::default(),
+        attempt: 1,
     }
 }
 

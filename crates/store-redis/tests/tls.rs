@@ -349,6 +349,8 @@ fn new_invocation(run: &RunId) -> invocation_core::NewInvocation {
         ttl: Duration::from_secs(60),
         budgets: Budgets::default(),
         claim_scope: false,
+        run: invocation_core::RunTerms::default(),
+        attempt: 1,
     }
 }
 

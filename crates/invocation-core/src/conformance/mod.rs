@@ -20,6 +20,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod journal;
+mod run;
 mod store;
 
 use std::sync::Arc;
@@ -30,9 +31,12 @@ use aci_contracts::{RunId, ToolCallId};
 use async_trait::async_trait;
 use serde_json::json;
 
-use crate::{Budgets, Clock, InvocationKey, InvocationStore, NewInvocation, ScopeFingerprint};
+use crate::{
+    Budgets, Clock, InvocationKey, InvocationStore, NewInvocation, RunTerms, ScopeFingerprint,
+};
 
 pub use journal::*;
+pub use run::*;
 pub use store::*;
 
 /// What a scenario needs from an adapter's test setup.
@@ -101,6 +105,8 @@ pub fn new_invocation(
         ttl: Duration::from_secs(3600),
         budgets: Budgets::default(),
         claim_scope: false,
+        run: RunTerms::default(),
+        attempt: fastrand::u64(..),
     }
 }
 
@@ -145,6 +151,17 @@ macro_rules! store_conformance_tests {
             concurrent_same_scope_calls_execute_once,
             concurrent_calls_without_replay_each_execute,
             failed_leader_fails_waiting_calls,
+            first_create_sets_the_run_state,
+            run_deadline_refuses_later_creates,
+            run_owner_refuses_other_principals,
+            zero_ttl_is_refused,
+            settle_finalizes_only_its_own_attempt,
+            settle_of_a_missing_record_leaves_a_tombstone,
+            settle_releases_the_scope_claim,
+            dropped_invoke_is_abandoned,
+            calls_dropped_anywhere_are_settled,
+            run_deadline_holds_across_boundaries,
+            run_owner_holds_across_boundaries,
         );
     };
     (@each $harness:expr; $($name:ident),+ $(,)?) => {
