@@ -24,7 +24,7 @@ pub trait KnowledgeSource: Send + Sync + Debug + 'static {
     /// # Behavior
     /// - `query` is already normalized (see [`normalize_query`]) and not blank.
     /// - The response is JSON in one of the shapes the projector accepts
-    ///   (see the crate's `DOCS.md`); anything the projector does not know is
+    ///   (see docs/projectors.md); anything the projector does not know is
     ///   dropped, so a source may return its native response as it is.
     /// - Finding nothing is a success: an empty list of documents.
     ///
