@@ -1,7 +1,7 @@
 //! JSON Schemas (draft 2020-12) of the contracts, and the frozen schema files.
 //!
 //! Schema generation only: it knows the tool names, never the tool
-//! definitions ([`crate::tools`] builds those from it) or the frozen files
+//! definitions ([`ToolDefinition`](crate::ToolDefinition)s are built from it) or the frozen files
 //! ([`crate::frozen`]).
 
 use schemars::generate::SchemaSettings;
