@@ -5,6 +5,7 @@
 //! - `schema --check`: fail with a diff and the regenerate command when the
 //!   committed schemas differ from the contracts, are missing, or are extra.
 //! - `bench redis`: the Redis store benchmark (spawns its own redis-server).
+//! - `bench instructions`: instructions per READY call, memory and Redis.
 
 mod bench;
 mod schema;
@@ -12,7 +13,7 @@ mod schema;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: cargo xtask schema [--check] | cargo xtask bench redis";
+const USAGE: &str = "usage: cargo xtask schema [--check] | cargo xtask bench redis | cargo xtask bench instructions";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -21,6 +22,7 @@ fn main() -> ExitCode {
         ["schema"] => report(schema::write(&schemas_dir())),
         ["schema", "--check"] => report(schema::check(&schemas_dir())),
         ["bench", "redis"] => bench::redis(&workspace_root()),
+        ["bench", "instructions"] => bench::instructions(&workspace_root()),
         _ => {
             eprintln!("{USAGE}");
             ExitCode::from(2)

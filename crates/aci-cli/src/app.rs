@@ -1,13 +1,13 @@
 //! Builds the tool boundary the commands and the MCP server run through.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
-use aci_contracts::{RunId, Timestamp};
-use invocation_core::clock::add;
-use invocation_core::{Clock, InvocationStore, Limits, RunContext, SystemClock, ToolBoundary};
-use projectors_logs::{MockLogSource, query_logs_tool};
+use aci_contracts::RunId;
+use invocation_core::{
+    Clock, InvalidLimit, InvocationStore, Limits, RunContext, SystemClock, ToolBoundary,
+};
+use projectors_logs::{FileLogSource, MockLogSource, query_logs_tool};
 use projectors_mysql::{MysqlAsyncSource, query_mysql_tool};
 use projectors_rag::{MarkdownKnowledgeBase, Progress, lookup_knowledge_tool};
 use store_memory::MemoryStore;
@@ -84,10 +84,7 @@ struct RunSettings {
 #[derive(Debug)]
 pub(crate) struct App {
     pub(crate) boundary: ToolBoundary,
-    clock: Arc<dyn Clock>,
     run: RunSettings,
-    /// When each run was first seen: its deadline counts from there.
-    runs: Mutex<HashMap<RunId, Timestamp>>,
 }
 
 impl App {
@@ -103,57 +100,79 @@ impl App {
             None => MarkdownKnowledgeBase::bundled()
                 .map_err(|e| CliError::config(format!("bundled knowledge base: {e}")))?,
         };
-        let limits = limits(config);
+        let limits = limits(config)?;
+        if config.run.deadline_secs == Some(0) {
+            return Err(CliError::config("[run] deadline_secs must be positive"));
+        }
         let mysql = MysqlAsyncSource::new(&config.mysql)
             .map_err(|e| CliError::config(format!("mysql: {e}")))?;
         let boundary = ToolBoundary::builder(store)
             .clock(Arc::clone(&clock))
             .limits(limits)
             .tool(lookup_knowledge_tool(knowledge))
-            .tool(query_logs_tool(MockLogSource::new()))
+            .tool(logs_tool(config)?)
             .tool(query_mysql_tool(mysql))
             .build()
             .map_err(|e| CliError::config(format!("tools: {e}")))?;
         Ok(Self {
             boundary,
-            clock,
             run: RunSettings {
                 deadline: config.run.deadline_secs.map(Duration::from_secs),
                 budget: config.run.budget,
                 tool_budgets: config.run.tool_budgets.clone(),
             },
-            runs: Mutex::new(HashMap::new()),
         })
     }
 
-    /// The run context of `run_id`: active, with the configured budgets, and a
-    /// deadline counted from the first time this process saw the run.
+    /// The run context of `run_id`: active, with the configured budgets, and
+    /// the configured longest duration. The store holds the run's deadline
+    /// (its first call's time plus that duration), so every process and
+    /// replica serving the run enforces the same one; nothing is kept here.
     pub(crate) fn run_context(&self, run_id: RunId) -> RunContext {
-        let started = *self
-            .runs
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry(run_id.clone())
-            .or_insert_with(|| self.clock.now());
         let mut ctx = RunContext::new(run_id);
-        ctx.deadline = self.run.deadline.map(|d| add(started, d));
+        ctx.max_duration = self.run.deadline;
         ctx.run_budget = self.run.budget;
         ctx.tool_budgets = self.run.tool_budgets.clone();
         ctx
     }
 }
 
-fn limits(config: &Config) -> Limits {
+/// `query_logs` over the configured files, or over the mock without `[logs]` topics.
+fn logs_tool(
+    config: &Config,
+) -> Result<
+    invocation_core::ToolSpec<projectors_logs::LogExecutor, projectors_logs::LogProjector>,
+    CliError,
+> {
+    if !config.logs.is_configured() {
+        return Ok(query_logs_tool(MockLogSource::new()));
+    }
+    let source =
+        FileLogSource::new(&config.logs).map_err(|e| CliError::config(format!("logs: {e}")))?;
+    Ok(query_logs_tool(source))
+}
+
+/// `[limits]` over the defaults; a zero is a configuration error naming its key.
+fn limits(config: &Config) -> Result<Limits, CliError> {
     let l = &config.limits;
     let d = Limits::default();
-    Limits {
+    let limits = Limits {
         max_request_bytes: l.max_request_bytes.unwrap_or(d.max_request_bytes),
         max_raw_bytes: l.max_raw_bytes.unwrap_or(d.max_raw_bytes),
         max_agent_result_bytes: l.max_agent_result_bytes.unwrap_or(d.max_agent_result_bytes),
         max_record_bytes: l.max_record_bytes.unwrap_or(d.max_record_bytes),
         record_ttl: l.record_ttl_secs.map_or(d.record_ttl, Duration::from_secs),
         timeout: l.timeout_secs.map_or(d.timeout, Duration::from_secs),
-    }
+    };
+    limits.validate().map_err(|InvalidLimit(limit)| {
+        let key = match limit {
+            "record_ttl" => "record_ttl_secs",
+            "timeout" => "timeout_secs",
+            other => other,
+        };
+        CliError::config(format!("[limits] {key} must be positive"))
+    })?;
+    Ok(limits)
 }
 
 async fn open_store(

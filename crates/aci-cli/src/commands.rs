@@ -2,14 +2,16 @@
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use aci_contracts::{RunId, tool_definitions};
-use invocation_core::{CitationVerdict, InvocationRecord, RecordFields, ToolEnvelope};
+use invocation_core::{CitationVerdict, InvocationRecord, RecordFields, RunState, ToolEnvelope};
 use serde_json::{Value, json};
 
 use crate::app::{App, StoreSpec};
 use crate::config::Config;
 use crate::error::CliError;
+use crate::output::{out, outln};
 use crate::{Command, StoreArgs, mcp, pretty};
 
 /// Tool definition formats.
@@ -29,7 +31,7 @@ const NOT_READY: u8 = 2;
 pub(crate) async fn run(command: Command) -> Result<ExitCode, CliError> {
     match command {
         Command::Tools { format } => {
-            print!("{}", tools(format.into()));
+            out!("{}", tools(format.into()))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Call {
@@ -46,6 +48,11 @@ pub(crate) async fn run(command: Command) -> Result<ExitCode, CliError> {
             store,
         } => inspect(&store, &run, json || raw, raw).await,
         Command::Verify { run, ids, store } => verify(&store, &run, &ids).await,
+        Command::Recover {
+            run,
+            older_than,
+            store,
+        } => recover(&store, &run, older_than).await,
         Command::Serve { run_id, store } => {
             let config = load_config(&store)?;
             let run_id = match run_id {
@@ -57,7 +64,17 @@ pub(crate) async fn run(command: Command) -> Result<ExitCode, CliError> {
                 }
             };
             let app = App::build(&config, store.store.as_deref()).await?;
-            mcp::serve(app, run_id).await?;
+            let options = mcp::ServeOptions {
+                drain: config.serve.drain_secs.map_or_else(
+                    || app.boundary.longest_timeout(),
+                    std::time::Duration::from_secs,
+                ),
+                recovery_age: config
+                    .serve
+                    .recover_older_than_secs
+                    .map_or_else(|| recovery_threshold(&app), std::time::Duration::from_secs),
+            };
+            mcp::serve(app, run_id, options).await?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -113,7 +130,7 @@ async fn call(
     let outcome = app.boundary.invoke(&ctx, envelope).await;
     let compact = serde_json::to_string(&outcome)
         .map_err(|e| CliError::config(format!("cannot print the outcome: {e}")))?;
-    println!("{}", pretty::indent(&compact));
+    outln!("{}", pretty::indent(&compact))?;
     Ok(ExitCode::from(if outcome.observation.is_error() {
         NOT_READY
     } else {
@@ -136,6 +153,55 @@ async fn shared_app(store: &StoreArgs, command: &str) -> Result<App, CliError> {
     App::build(&config, store.store.as_deref()).await
 }
 
+/// Margin over the longest tool timeout before `recover` takes a PROJECTING
+/// record for abandoned: finalization and clock skew between hosts.
+pub(crate) const RECOVER_MARGIN: Duration = Duration::from_secs(30);
+
+/// The age past which no live process can still finish a call of `app`.
+pub(crate) fn recovery_threshold(app: &App) -> Duration {
+    app.boundary.longest_timeout() + RECOVER_MARGIN
+}
+
+async fn recover(
+    store: &StoreArgs,
+    run: &str,
+    older_than: Option<u64>,
+) -> Result<ExitCode, CliError> {
+    let run_id = parse_run_id(run)?;
+    let app = shared_app(store, "recover").await?;
+    let min_age = older_than.map_or_else(|| recovery_threshold(&app), Duration::from_secs);
+    let recovered = app
+        .boundary
+        .journal()
+        .recover_run(&run_id, min_age)
+        .await
+        .map_err(|e| CliError::config(format!("cannot recover the run: {e}")))?;
+    for id in &recovered {
+        outln!(
+            "{}",
+            json!({
+                "tool_call_id": id,
+                "status": "ERROR",
+                "error_code": "EXECUTION_ABANDONED",
+            })
+        )?;
+    }
+    eprintln!(
+        "aci: recovered {} record(s) of run {run_id} older than {} s",
+        recovered.len(),
+        min_age.as_secs()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The run's state as JSON (start, deadline, owner), `null` when none is held.
+fn run_json(state: Option<&RunState>) -> Value {
+    state.map_or(
+        Value::Null,
+        |s| json!({ "started_at": s.started_at, "deadline": s.deadline, "owner": s.owner }),
+    )
+}
+
 async fn inspect(
     store: &StoreArgs,
     run: &str,
@@ -151,18 +217,41 @@ async fn inspect(
     } else {
         RecordFields::Metadata
     };
+    let unreadable = |e: invocation_core::StoreError| {
+        CliError::config(format!("cannot read the run's journal: {e}"))
+    };
     let records = app
         .boundary
         .journal()
         .entries(&run_id, fields)
         .await
-        .map_err(|e| CliError::config(format!("cannot read the run's journal: {e}")))?;
+        .map_err(unreadable)?;
+    let state = app
+        .boundary
+        .store()
+        .run_state(&run_id)
+        .await
+        .map_err(unreadable)?;
     if json {
+        let run = run_json(state.as_ref());
         for record in &records {
-            println!("{}", record_json(record));
+            let mut line = record_json(record);
+            if let Some(object) = line.as_object_mut() {
+                object.insert("run".to_owned(), run.clone());
+            }
+            outln!("{line}")?;
         }
     } else {
-        print!("{}", table(&records));
+        if let Some(state) = &state {
+            let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".to_owned());
+            outln!(
+                "run {run_id}: started {}, deadline {}, owner {}",
+                state.started_at,
+                or_dash(state.deadline.map(|d| d.to_string())),
+                or_dash(state.owner.clone()),
+            )?;
+        }
+        out!("{}", table(&records))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -270,7 +359,7 @@ async fn verify(store: &StoreArgs, run: &str, ids: &[String]) -> Result<ExitCode
         all_stand &= !matches!(check.verdict, CitationVerdict::NotCitable { .. });
         let line = serde_json::to_string(check)
             .map_err(|e| CliError::config(format!("cannot print a verdict: {e}")))?;
-        println!("{line}");
+        outln!("{line}")?;
     }
     Ok(ExitCode::from(if all_stand { READY } else { NOT_READY }))
 }

@@ -28,6 +28,12 @@
 //! [run.tool_budgets]
 //! query_mysql = 10
 //!
+//! [serve]
+//! drain_secs = 30            # at a stop, how long running calls may finish
+//!                            # (default: the longest tool timeout)
+//! recover_older_than_secs = 90  # at start, recover this run's PROJECTING records
+//!                            # older than this (default: longest tool timeout + 30)
+//!
 //! [knowledge]
 //! dir = "./runbooks"         # Markdown files; default: the bundled runbooks
 //!
@@ -41,11 +47,22 @@
 //! max_rows = 100             # rows fetched per statement
 //! timeout_ms = 10000         # server-side statement time limit
 //! client_timeout_ms = 11000  # then the statement is killed (default: timeout_ms + 1000)
+//!
+//! [logs]                      # without topics, query_logs reads the mock incident
+//! max_raw_events = 200        # most recent matches kept per call
+//! [logs.topics.APPLICATION]   # APPLICATION | DATABASE_SLOW_QUERY | SYSTEM_EVENTS
+//! dir = "/var/log/order-service"   # nothing outside it is opened
+//! files = ["app.log*"]        # file-name globs in dir (rotated and .gz files)
+//! format = "json_lines"       # json_lines | logfmt | syslog | mysql_slow
+//! time_key = "ts"             # json_lines/logfmt keys; level_key, message_key too
+//! timestamp = "rfc3339"       # or epoch_seconds, epoch_millis, a strftime layout
+//! time_zone = "UTC"           # of times without an offset: UTC or ±HH:MM
 //! ```
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use projectors_logs::LogsConfig;
 use projectors_mysql::MysqlConfig;
 use serde::Deserialize;
 
@@ -66,7 +83,11 @@ pub(crate) struct Config {
     #[serde(default)]
     pub(crate) knowledge: KnowledgeSection,
     #[serde(default)]
+    pub(crate) serve: ServeSection,
+    #[serde(default)]
     pub(crate) mysql: MysqlConfig,
+    #[serde(default)]
+    pub(crate) logs: LogsConfig,
 }
 
 /// `[redis]`.
@@ -101,6 +122,20 @@ pub(crate) struct RunSection {
     pub(crate) budget: Option<u32>,
     #[serde(default)]
     pub(crate) tool_budgets: BTreeMap<String, u32>,
+}
+
+/// `[serve]`: the MCP server.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ServeSection {
+    /// At a stop, how long running calls may still finish before they are
+    /// abandoned (default: the longest tool timeout).
+    pub(crate) drain_secs: Option<u64>,
+    /// At start, this run's PROJECTING records older than this are finalized
+    /// `ERROR / EXECUTION_ABANDONED` (default: the longest tool timeout plus
+    /// a margin). Shorter is safe only when no other live process serves the
+    /// run.
+    pub(crate) recover_older_than_secs: Option<u64>,
 }
 
 /// `[knowledge]`.
@@ -161,6 +196,7 @@ mod tests {
         let config = Config::parse(&doc).unwrap();
         assert_eq!(config.store.as_deref(), Some("memory"));
         assert_eq!(config.limits.timeout_secs, Some(30));
+        assert_eq!(config.serve.drain_secs, Some(30));
         assert_eq!(config.run.tool_budgets.get("query_mysql"), Some(&10));
         let orders = &config.mysql.data_sources["orders"];
         assert_eq!(orders.max_rows, Some(100));

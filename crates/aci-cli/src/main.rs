@@ -6,6 +6,7 @@
 //!   `{"observation": …, "control": …}`; exit status 0 when READY, 2 when
 //!   ERROR, 1 for a usage or configuration error.
 //! - `aci inspect` and `aci verify` read a run's journal from a shared store.
+//! - `aci recover` finalizes a run's calls left PROJECTING by a killed process.
 //! - `aci serve` is an MCP server on stdio.
 //!
 //! With no configuration, everything runs on embedded defaults: the in-memory
@@ -16,6 +17,7 @@ mod commands;
 mod config;
 mod error;
 mod mcp;
+mod output;
 mod pretty;
 
 use std::path::PathBuf;
@@ -100,6 +102,24 @@ enum Command {
         #[command(flatten)]
         store: StoreArgs,
     },
+    /// Finalize a run's calls that a killed process left PROJECTING.
+    ///
+    /// Moves the run's PROJECTING records older than `--older-than` to
+    /// ERROR / EXECUTION_ABANDONED (compare-and-set; nothing is executed
+    /// again) and prints one JSON line per record it changed. Safe when no
+    /// live process can still finish such a record: keep the threshold above
+    /// the longest tool timeout (the default adds a margin to it).
+    Recover {
+        /// The run id.
+        #[arg(long)]
+        run: String,
+        /// Only records created more than this many seconds ago (default: the
+        /// longest tool timeout plus 30 s).
+        #[arg(long, value_name = "SECS")]
+        older_than: Option<u64>,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
     /// Serve the three tools over MCP on stdio.
     ///
     /// The run id and tool call id of a `tools/call` come from its `_meta`
@@ -150,8 +170,10 @@ fn main() -> ExitCode {
     match runtime.block_on(commands::run(cli.command)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("aci: {e}");
-            ExitCode::from(1)
+            if e.has_message() {
+                eprintln!("aci: {e}");
+            }
+            ExitCode::from(e.exit_code())
         }
     }
 }
@@ -168,16 +190,44 @@ fn install_panic_hook() {
     }));
 }
 
+/// Crates whose events below `warn` carry payloads, URLs or keys (rmcp logs
+/// whole requests and results at `debug`; the HTTP stack and the drivers log
+/// what they send): they never log below `warn`, whatever `RUST_LOG` says.
+const QUIET_TARGETS: [&str; 12] = [
+    "rmcp",
+    "hyper",
+    "hyper_util",
+    "h2",
+    "tower",
+    "tower_http",
+    "axum",
+    "reqwest",
+    "redis",
+    "mysql_async",
+    "mysql_common",
+    "tantivy",
+];
+
 /// Logs go to stderr only (stdout carries results or the MCP protocol);
-/// `RUST_LOG` sets the filter, default `warn`.
+/// `RUST_LOG` sets the filter, default `warn`, and [`QUIET_TARGETS`] stay at
+/// `warn` or above.
 fn init_tracing() {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::filter::{FilterExt as _, LevelFilter, Targets};
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let quiet = QUIET_TARGETS.iter().fold(
+        Targets::new().with_default(LevelFilter::TRACE),
+        |targets, target| targets.with_target(*target, LevelFilter::WARN),
+    );
+    let layer = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(false)
-        .try_init();
+        .with_filter(filter.and(quiet));
+    let _ = tracing_subscriber::registry().with(layer).try_init();
 }
 
 impl From<Format> for commands::ToolFormat {

@@ -377,6 +377,12 @@ fn a_run_on_redis_is_inspected_and_verified_by_later_commands() {
     let table = aci(&["inspect", "--run", &run, "--store", &url]);
     assert_eq!(table.status.code(), Some(0), "{}", stderr(&table));
     let text = stdout(&table);
+    // The run's state (held in the store) comes first, then the table.
+    let (run_line, text) = text.split_once('\n').unwrap();
+    assert!(
+        run_line.starts_with(&format!("run {run}: started ")),
+        "{run_line}"
+    );
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines[0].starts_with("TIME"), "{text}");
     assert_eq!(lines.len(), 4, "{text}");

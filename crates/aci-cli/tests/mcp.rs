@@ -223,6 +223,19 @@ fn ids(tool_call_id: &str) -> Value {
     json!({ "aci/tool_call_id": tool_call_id })
 }
 
+/// Splits a composed tool call id `mcp:<session>:<JSON-RPC id>` into the
+/// session and the JSON-RPC id text, checking its form.
+fn split_composed(id: &str) -> (&str, &str) {
+    let rest = id
+        .strip_prefix("mcp:")
+        .unwrap_or_else(|| panic!("not a composed id: {id}"));
+    let (session, rpc_id) = rest.split_once(':').unwrap();
+    let hex = session.strip_prefix("stdio-").unwrap();
+    assert_eq!(hex.len(), 16, "{id}");
+    assert!(hex.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
+    (session, rpc_id)
+}
+
 fn error_code(observation: &Value) -> &str {
     assert_eq!(observation["evidence_status"], "ERROR", "{observation}");
     observation["error_code"].as_str().unwrap()
@@ -300,7 +313,7 @@ async fn the_newest_revision_works_without_a_handshake() {
         .await;
     assert_eq!(found["evidence_status"], "EVIDENCE_FOUND");
     assert_eq!(found["tool_call_id"], "call-discover-1");
-    // Without `_meta` ids the JSON-RPC id is the tool call id.
+    // Without `_meta` ids the tool call id is the session's JSON-RPC id.
     let logs = server
         .call(
             "query_logs",
@@ -309,14 +322,8 @@ async fn the_newest_revision_works_without_a_handshake() {
         )
         .await;
     assert_eq!(logs["evidence_status"], "EVIDENCE_FOUND");
-    assert!(
-        logs["tool_call_id"]
-            .as_str()
-            .unwrap()
-            .parse::<u64>()
-            .is_ok(),
-        "{logs}"
-    );
+    let (_, rpc_id) = split_composed(logs["tool_call_id"].as_str().unwrap());
+    assert!(rpc_id.parse::<u64>().is_ok(), "{logs}");
     server.stop().await;
 }
 
@@ -541,7 +548,7 @@ async fn a_meta_run_id_is_a_run_of_its_own() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_default_tool_call_id_is_the_clients_jsonrpc_id() {
+async fn the_default_tool_call_id_is_the_sessions_jsonrpc_id() {
     let server = Server::start(&[]).await;
     server.tools().await;
     let mut seen = Vec::new();
@@ -566,10 +573,13 @@ async fn the_default_tool_call_id_is_the_clients_jsonrpc_id() {
             panic!("expected a tools/call result: {response:?}");
         };
         let observation = server.check("lookup_knowledge", &result);
-        assert_eq!(observation["tool_call_id"], id.as_str());
-        seen.push(id);
+        let composed = observation["tool_call_id"].as_str().unwrap().to_owned();
+        let (session, rpc_id) = split_composed(&composed);
+        assert_eq!(rpc_id, id.as_str());
+        seen.push((session.to_owned(), id));
     }
-    assert_ne!(seen[0], seen[1]);
+    assert_ne!(seen[0].1, seen[1].1);
+    assert_eq!(seen[0].0, seen[1].0, "one session per server process");
     server.stop().await;
 }
 
@@ -675,14 +685,16 @@ impl RawSession {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn jsonrpc_ids_are_tool_call_ids_as_sent() {
+async fn jsonrpc_ids_are_composed_with_the_session_as_sent() {
     let mut session = RawSession::start().await;
     let query = json!({"query": "connection pool exhausted"});
 
     let by_string = session.call(json!("rpc.7:a"), query.clone()).await;
-    assert_eq!(by_string["tool_call_id"], "rpc.7:a");
+    let composed = by_string["tool_call_id"].as_str().unwrap().to_owned();
+    let (name, rpc_id) = split_composed(&composed);
+    assert_eq!(rpc_id, "rpc.7:a");
     let by_number = session.call(json!(42), query.clone()).await;
-    assert_eq!(by_number["tool_call_id"], "42");
+    assert_eq!(by_number["tool_call_id"], format!("mcp:{name}:42"));
     assert_valid(
         &VALIDATORS["lookup_knowledge.observation.json"],
         &by_number,

@@ -188,6 +188,9 @@ impl LogTopic {
 pub enum SourceKind {
     /// A deterministic mock data set, not production logs.
     Mock,
+    /// Log files configured by the deployment (JSON lines, logfmt, syslog,
+    /// a slow query log).
+    File,
 }
 
 /// Coarse relevance of knowledge evidence.
@@ -269,6 +272,7 @@ mod tests {
         );
         assert_eq!(json!(LogTopic::SystemEvents), json!("SYSTEM_EVENTS"));
         assert_eq!(json!(SourceKind::Mock), json!("MOCK"));
+        assert_eq!(json!(SourceKind::File), json!("FILE"));
         assert_eq!(json!(RelevanceLevel::High), json!("HIGH"));
         assert_eq!(json!(RelevanceLevel::Medium), json!("MEDIUM"));
         assert_eq!(json!(RelevanceLevel::Low), json!("LOW"));

@@ -23,7 +23,8 @@ use invocation_core::{
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use store_memory::MemoryStore;
 
-static DECODED: AtomicUsize = AtomicUsize::new(0);
+/// Decodes of an oversized request (tests run concurrently: count only those).
+static DECODED_HUGE: AtomicUsize = AtomicUsize::new(0);
 
 /// A request that counts how often it is decoded.
 #[derive(Debug, Clone, Serialize)]
@@ -38,8 +39,10 @@ impl<'de> Deserialize<'de> for Counted {
         struct Plain {
             mode: String,
         }
-        DECODED.fetch_add(1, Ordering::SeqCst);
         let plain = Plain::deserialize(deserializer)?;
+        if plain.mode.len() > 1024 {
+            DECODED_HUGE.fetch_add(1, Ordering::SeqCst);
+        }
         if plain.mode == "panic_decoding" {
             panic!("decoder exploded");
         }
@@ -168,18 +171,31 @@ async fn oversized_arguments_are_refused_without_being_decoded() {
         .build()
         .unwrap();
     let ctx = RunContext::new(run());
-    let before = DECODED.load(Ordering::SeqCst);
     let huge = format!(r#"{{"mode":"{}"}}"#, "x".repeat(100 * 1024));
     let outcome = boundary
         .invoke(&ctx, ToolEnvelope::new("big", "run-edges", "edge", huge))
         .await;
     assert_eq!(outcome.control.error_code, Some(ErrorCode::RequestTooLarge));
-    assert_eq!(DECODED.load(Ordering::SeqCst), before, "never decoded");
+    assert_eq!(DECODED_HUGE.load(Ordering::SeqCst), 0, "never decoded");
     assert_eq!(
         store.get(&key("big"), RecordFields::All).await.unwrap(),
         None
     );
     assert_eq!(exec.runs.load(Ordering::SeqCst), 0);
+    // The counter does count decodes: a limit that admits the text decodes it.
+    let roomy = ToolBoundary::builder(store.clone())
+        .limits(Limits {
+            max_request_bytes: 200 * 1024,
+            ..Limits::default()
+        })
+        .tool(tool(&exec))
+        .build()
+        .unwrap();
+    let huge = format!(r#"{{"mode":"{}"}}"#, "x".repeat(100 * 1024));
+    roomy
+        .invoke(&ctx, ToolEnvelope::new("big2", "run-edges", "edge", huge))
+        .await;
+    assert_eq!(DECODED_HUGE.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test]

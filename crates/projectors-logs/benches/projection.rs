@@ -199,6 +199,7 @@ fn raw_response(events: usize) -> RawLogResponse {
         end_time: Timestamp::from_unix_millis(NOW),
         match_count: events.len() as u64,
         events,
+        stats: None,
     }
 }
 

@@ -24,6 +24,18 @@ pub enum Error {
         #[source]
         source: Option<BoxError>,
     },
+    /// The source has no logs configured for the topic.
+    #[error("no log source is configured for the topic")]
+    TopicNotConfigured,
+    /// A `[logs]` topic's configuration is invalid (names the topic and the
+    /// rule, never a path).
+    #[error("logs topic {}: {rule}", topic.as_str())]
+    InvalidConfig {
+        /// The topic.
+        topic: aci_contracts::LogTopic,
+        /// The broken rule.
+        rule: &'static str,
+    },
     /// The log source refused the query (for example a syntax it cannot run).
     #[error("log source rejected the query")]
     QueryRejected,
@@ -45,6 +57,8 @@ impl Error {
     pub const fn code(&self) -> &'static str {
         match self {
             Self::SourceUnavailable { .. } => "SOURCE_UNAVAILABLE",
+            Self::TopicNotConfigured => "TOPIC_NOT_CONFIGURED",
+            Self::InvalidConfig { .. } => "INVALID_CONFIG",
             Self::QueryRejected => "QUERY_REJECTED",
             Self::InvalidBounds(_) => "INVALID_BOUNDS",
             Self::QueryTooLong => "QUERY_TOO_LONG",
@@ -73,6 +87,24 @@ impl Error {
     }
 }
 
+/// The port error shape: the agent-safe category and retryability are data,
+/// so the executor converts with the one blanket `From` into
+/// [`ExecutionError`](invocation_core::ExecutionError).
+impl invocation_core::SourceError for Error {
+    fn kind(&self) -> invocation_core::ExecutionErrorKind {
+        use invocation_core::ExecutionErrorKind as Kind;
+        match self {
+            Self::QueryRejected => Kind::QueryRejected,
+            Self::TopicNotConfigured => Kind::DataSourceUnknown,
+            _ => Kind::Failed,
+        }
+    }
+
+    fn retryable(&self) -> bool {
+        self.is_retryable()
+    }
+}
+
 impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -80,6 +112,12 @@ impl fmt::Debug for Error {
                 .debug_struct("SourceUnavailable")
                 .field("retryable", retryable)
                 .field("has_source", &source.is_some())
+                .finish(),
+            Self::TopicNotConfigured => f.write_str("TopicNotConfigured"),
+            Self::InvalidConfig { topic, rule } => f
+                .debug_struct("InvalidConfig")
+                .field("topic", topic)
+                .field("rule", rule)
                 .finish(),
             Self::QueryRejected => f.write_str("QueryRejected"),
             Self::InvalidBounds(rule) => f.debug_tuple("InvalidBounds").field(rule).finish(),
@@ -102,6 +140,7 @@ mod tests {
                 true,
             ),
             (Error::QueryRejected, "QUERY_REJECTED", false),
+            (Error::TopicNotConfigured, "TOPIC_NOT_CONFIGURED", false),
             (Error::InvalidBounds("max_events"), "INVALID_BOUNDS", false),
             (Error::QueryTooLong, "QUERY_TOO_LONG", false),
             (Error::InconsistentRaw("window"), "INCONSISTENT_RAW", false),
@@ -111,6 +150,13 @@ mod tests {
             assert_eq!(error.is_retryable(), retryable);
             let shown = format!("{error} {error:?}");
             assert!(!shown.contains("secret"), "{shown}");
+            let execution = invocation_core::ExecutionError::from(error);
+            assert_eq!(execution.retryable(), retryable, "{code}");
         }
+        let kind = |e: Error| invocation_core::ExecutionError::from(e).kind();
+        use invocation_core::ExecutionErrorKind as Kind;
+        assert_eq!(kind(Error::TopicNotConfigured), Kind::DataSourceUnknown);
+        assert_eq!(kind(Error::QueryRejected), Kind::QueryRejected);
+        assert_eq!(kind(Error::unavailable(true, "x")), Kind::Failed);
     }
 }

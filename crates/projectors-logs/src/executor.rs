@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use invocation_core::{ExecutionContext, ExecutionError, ExecutionErrorKind, Executor};
 use serde::{Deserialize, Serialize};
 
-use crate::{Error, LogQuery, LogSource, RawLogEvent};
+use crate::{LogQuery, LogSource, RawLogEvent, ScanStats};
 
 /// The raw response of one `query_logs` call, recorded for the harness.
 ///
@@ -34,6 +34,10 @@ pub struct RawLogResponse {
     pub match_count: u64,
     /// The matched events the source returned (at most its cap).
     pub events: Vec<RawLogEvent>,
+    /// What the source's search did, when it counts (files, bytes, lines
+    /// that did not parse); for the harness only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stats: Option<ScanStats>,
 }
 
 /// Runs `query_logs` requests against a [`LogSource`].
@@ -92,12 +96,7 @@ impl Executor for LogExecutor {
             .source
             .query(&query)
             .await
-            .map_err(|error| match error {
-                Error::QueryRejected => {
-                    ExecutionError::with_source(ExecutionErrorKind::QueryRejected, error)
-                }
-                other => ExecutionError::failed(other),
-            })?;
+            .map_err(ExecutionError::from)?;
         Ok(RawLogResponse {
             source_kind: self.source.source_kind(),
             topic: query.topic,
@@ -107,6 +106,7 @@ impl Executor for LogExecutor {
             end_time,
             match_count: matches.match_count,
             events: matches.events,
+            stats: matches.stats,
         })
     }
 }

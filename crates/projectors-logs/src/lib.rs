@@ -26,12 +26,12 @@
 
 mod error;
 mod executor;
+pub mod file;
 pub mod mask;
 mod mock;
 mod projector;
 mod scope;
 mod source;
-pub mod text;
 
 use std::sync::Arc;
 
@@ -40,9 +40,10 @@ use invocation_core::ToolSpec;
 
 pub use error::{Error, Result};
 pub use executor::{LogExecutor, RawLogResponse, resolve_window};
+pub use file::{FileLogSource, LogFormat, LogsConfig, ScanStats, TopicConfig};
 pub use mock::MockLogSource;
 pub use projector::{LogBounds, LogProjector, SOURCE_KIND_SLACK_BYTES};
-pub use scope::{normalize_query, query_logs_scope};
+pub use scope::{lowercase_collapsed_query, query_logs_scope};
 pub use source::{LogMatches, LogQuery, LogSource, RawLogEvent};
 
 /// Longest query, in JSON-escaped UTF-8 bytes, that the projector budgets for
@@ -59,7 +60,8 @@ pub const MAX_QUERY_BYTES: usize = aci_contracts::MAX_QUERY_JSON_BYTES;
 /// implied by it, a query of at most [`MAX_QUERY_BYTES`] as JSON.
 #[must_use]
 pub fn request_is_valid(request: &QueryLogsRequest) -> bool {
-    request.validate().is_ok() && text::escaped_len(&request.query) <= MAX_QUERY_BYTES
+    request.validate().is_ok()
+        && invocation_core::json_size::escaped_len(&request.query) <= MAX_QUERY_BYTES
 }
 
 /// The frozen `query_logs` tool over `source`, with the default bounds.

@@ -134,6 +134,7 @@ impl LogSource for MockLogSource {
         Ok(LogMatches {
             events,
             match_count,
+            stats: None,
         })
     }
 }

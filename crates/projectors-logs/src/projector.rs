@@ -10,8 +10,8 @@ use aci_contracts::{
 use invocation_core::{ProjectionContext, ProjectionError, Projector};
 
 use crate::mask::mask_into;
-use crate::text::{escaped_len, truncate_escaped};
 use crate::{Error, MAX_QUERY_BYTES, RawLogEvent, RawLogResponse, Result};
+use invocation_core::json_size::{escaped_len, escaped_prefix};
 
 /// How much of a log response reaches the agent.
 ///
@@ -283,8 +283,7 @@ impl LogProjector {
             .into_iter()
             .map(|i| {
                 let event = &raw.events[i];
-                let (message, cut) =
-                    truncate_escaped(&event.message, self.bounds.max_message_bytes);
+                let (message, cut) = escaped_prefix(&event.message, self.bounds.max_message_bytes);
                 messages_cut |= cut;
                 LogEvent {
                     timestamp: event.timestamp,
@@ -324,7 +323,7 @@ impl LogProjector {
         for (i, event) in events.iter().enumerate() {
             buf.clear();
             mask_into(&event.message, &mut buf, budget);
-            let (kept, cut) = truncate_escaped(&buf, budget);
+            let (kept, cut) = escaped_prefix(&buf, budget);
             let kept = kept.trim_end_matches(' ').len();
             buf.truncate(kept);
             let level = levels.level(&event.level);

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 /// The query as it counts for the scope: trimmed, inner whitespace collapsed
 /// to one space, lowercased.
 #[must_use]
-pub fn normalize_query(query: &str) -> String {
+pub fn lowercase_collapsed_query(query: &str) -> String {
     let mut out = String::with_capacity(query.len());
     for word in query.split_whitespace() {
         if !out.is_empty() {
@@ -38,7 +38,7 @@ pub fn normalize_query(query: &str) -> String {
 pub fn query_logs_scope(request: &QueryLogsRequest) -> Value {
     json!({
         "topic": request.topic,
-        "query": normalize_query(&request.query),
+        "query": lowercase_collapsed_query(&request.query),
         "lookback_minutes": request.effective_lookback_minutes(),
     })
 }
@@ -51,14 +51,17 @@ mod tests {
     #[test]
     fn normalization() {
         assert_eq!(
-            normalize_query("  Connection\t POOL \n timeout "),
+            lowercase_collapsed_query("  Connection\t POOL \n timeout "),
             "connection pool timeout"
         );
-        assert_eq!(normalize_query("ÉCHEC\u{3000}Ünïcode"), "échec ünïcode");
-        assert_eq!(normalize_query("pool timeout"), "pool timeout");
+        assert_eq!(
+            lowercase_collapsed_query("ÉCHEC\u{3000}Ünïcode"),
+            "échec ünïcode"
+        );
+        assert_eq!(lowercase_collapsed_query("pool timeout"), "pool timeout");
         assert_ne!(
-            normalize_query("timeout pool"),
-            normalize_query("pool timeout")
+            lowercase_collapsed_query("timeout pool"),
+            lowercase_collapsed_query("pool timeout")
         );
     }
 

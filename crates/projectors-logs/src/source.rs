@@ -53,6 +53,9 @@ pub struct LogMatches {
     pub events: Vec<RawLogEvent>,
     /// How many events matched in the window in total, returned or not.
     pub match_count: u64,
+    /// What the search did (files, bytes, unparsed lines), for the record;
+    /// `None` for sources that do not count.
+    pub stats: Option<crate::ScanStats>,
 }
 
 /// A searchable log store.
@@ -79,6 +82,8 @@ pub trait LogSource: Send + Sync + Debug + 'static {
     /// - The call is read-only and has no side effects on the source.
     ///
     /// # Errors
+    /// - [`Error::TopicNotConfigured`](crate::Error::TopicNotConfigured) when
+    ///   the source has nothing for the topic (nothing was searched).
     /// - [`Error::QueryRejected`](crate::Error::QueryRejected) when the source
     ///   refuses the query text.
     /// - [`Error::SourceUnavailable`](crate::Error::SourceUnavailable) when the

@@ -26,6 +26,7 @@ fn raw(events: Vec<RawLogEvent>, match_count: u64) -> RawLogResponse {
         end_time: now(),
         match_count,
         events,
+        stats: None,
     }
 }
 

@@ -6,9 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use aci_contracts::{
     EvidenceResult, EvidenceStatus, LogTopic, QueryLogsRequest, SourceKind, Timestamp, ToolCallId,
 };
+use invocation_core::json_size::{escaped_len, escaped_prefix};
 use invocation_core::{DEFAULT_MAX_AGENT_RESULT_BYTES, ScopeFingerprint};
 use projectors_logs::mask::mask;
-use projectors_logs::text::{escaped_len, truncate_escaped};
 use projectors_logs::{
     LogBounds, LogProjector, MAX_QUERY_BYTES, RawLogEvent, RawLogResponse, query_logs_scope,
 };
@@ -167,7 +167,7 @@ fn raw() -> impl Strategy<Value = RawLogResponse> {
         ],
     )
         .prop_map(|(topic, query, lookback, end, events, extra)| {
-            let (query, _) = truncate_escaped(&query, MAX_QUERY_BYTES);
+            let (query, _) = escaped_prefix(&query, MAX_QUERY_BYTES);
             let start = end - i64::from(lookback) * 60_000;
             let events: Vec<RawLogEvent> = events
                 .into_iter()
@@ -191,6 +191,7 @@ fn raw() -> impl Strategy<Value = RawLogResponse> {
                 end_time: Timestamp::from_unix_millis(end),
                 match_count,
                 events,
+                stats: None,
             }
         })
 }

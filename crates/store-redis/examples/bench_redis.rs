@@ -1,22 +1,36 @@
-//! `cargo xtask bench redis`: the Redis store's cost per READY invocation.
+//! `cargo xtask bench redis`: the Redis store's cost per READY invocation,
+//! against baselines measured in the same run.
 //!
-//! Spawns its own `redis-server` and prints, in one run:
+//! Spawns its own `redis-server` (and a 3-node cluster) on loopback and
+//! prints, in one run:
 //! - round trips per READY invocation, from `INFO commandstats` deltas
 //!   (commands the scripts run inside Redis are listed apart: they are not
 //!   round trips), cross-checked with `MONITOR`;
 //! - memory per READY record (`MEMORY USAGE`, and `used_memory` growth
 //!   including the run's index keys);
-//! - invocations per second through the `ToolBoundary` at concurrency 1 and
-//!   16 with a 1 KiB raw payload, and the baseline from the same run with the
-//!   same client: the bare create and finalize scripts (`InvocationStore`
-//!   calls with prebuilt payloads, no boundary logic); the ratio of the two.
+//! - invocations per second through the `ToolBoundary` at 1, 16, 64 and 256
+//!   in flight with a 1 KiB raw payload, and the baseline with the same
+//!   client: the bare create and finalize scripts (`InvocationStore` calls
+//!   with prebuilt payloads, no boundary logic), in alternating chunks; the
+//!   ratio boundary / bare;
+//! - the physical anchor: `redis-benchmark` (redis-tools) against the same
+//!   server, sending `EVALSHA` of the same two scripts with the same keys and
+//!   arguments (built by `store_redis::wire`, the store's own call builder),
+//!   1, 16 and 64 clients, no pipelining; create and finalize rates, the
+//!   pair rate, and boundary / redis-benchmark;
+//! - a 3-node cluster against the single node, 64 in flight, each caller on
+//!   its own run (so calls spread over the nodes by hash tag), with the
+//!   client and per-node server CPU per call for the scaling on paper.
 //!
 //! The last line is machine-readable:
-//! `round_trips=2 ratio_c1=0.95 ratio_c16=0.92`.
+//! `round_trips=2 ratio_c1=… ratio_c16=… ratio_c64=… anchor_c1=… anchor_c16=… anchor_c64=… cluster_c64=…`
+//! (ratio = boundary / bare scripts, anchor = boundary / redis-benchmark,
+//! cluster = cluster / single node at 64 in flight over many runs).
 //!
-//! Run: `cargo run --release -p store-redis --features testing --example bench_redis`.
+//! Run: `cargo xtask bench redis`. Bounded: about a minute on 2 cores.
 
 use std::error::Error;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,19 +46,44 @@ use invocation_core::{
     RunContext, ScopeFingerprint, SystemClock, ToolBoundary, ToolEnvelope, ToolSpec,
 };
 use serde::{Deserialize, Serialize};
-use store_redis::testing::{Admin, RedisServer, SCRIPT_INTERNAL_COMMANDS, monitor_port, unique_id};
-use store_redis::{RedisConfig, RedisStore};
+use store_redis::testing::{
+    Admin, RedisCluster, RedisServer, SCRIPT_INTERNAL_COMMANDS, monitor_port, record_key, unique_id,
+};
+use store_redis::{RedisConfig, RedisStore, wire};
 
 type Outcome<T> = Result<T, Box<dyn Error>>;
 
 const TOOL: &str = "bench_lookup";
 const PAYLOAD_BYTES: usize = 1024;
-const POOL_SIZE: usize = 16;
+/// Multiplexed connections per store: the default, or
+/// `ACI_BENCH_POOL_SIZE` to compare sizes.
+fn pool_size() -> usize {
+    std::env::var("ACI_BENCH_POOL_SIZE")
+        .ok()
+        .and_then(|size| size.parse().ok())
+        .unwrap_or(store_redis::DEFAULT_POOL_SIZE)
+}
+/// Run and tool budgets: checked by every create, never reached.
+const BUDGET: u32 = 1_000_000_000;
 const ROUND_TRIP_SAMPLE: usize = 200;
 const MEMORY_SAMPLE: usize = 1000;
 /// Boundary and baseline run in alternating chunks, so both see the same
 /// machine load; rates are total invocations over total time per mode.
 const CHUNKS: usize = 8;
+/// (in flight, invocations per chunk).
+const LEVELS: [(usize, usize); 4] = [(1, 250), (16, 1200), (64, 2560), (256, 4096)];
+/// In-flight levels with a redis-benchmark anchor (as many clients).
+const ANCHOR_LEVELS: [usize; 3] = [1, 16, 64];
+/// Finalize draws a random record among this many times its request count,
+/// so few draws hit a record already finalized (the share is printed).
+const FINALIZE_SPREAD: usize = 16;
+/// The 12 digits redis-benchmark writes for `__rand_int__`.
+const TEMPLATE_ID: &str = "000000000000";
+const RAND: &str = "__rand_int__";
+const CLUSTER_NODES: usize = 3;
+const CLUSTER_IN_FLIGHT: usize = 64;
+const CLUSTER_CHUNK: usize = 3200;
+const CLUSTER_CHUNKS: usize = 6;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct BenchRequest {
@@ -127,6 +166,63 @@ struct Prebuilt {
     result_json: String,
 }
 
+impl Prebuilt {
+    fn new_invocation(&self, key: InvocationKey) -> NewInvocation {
+        NewInvocation {
+            key,
+            tool_name: TOOL.to_owned(),
+            request_json: self.request_json.clone(),
+            scope_json: self.scope_json.clone(),
+            scope_fingerprint: self.fingerprint,
+            created_at: SystemClock.now(),
+            ttl: invocation_core::DEFAULT_RECORD_TTL,
+            budgets: Budgets {
+                run: Some(BUDGET),
+                tool: Some(BUDGET),
+            },
+            claim_scope: false,
+            run: invocation_core::RunTerms::default(),
+            attempt: 1,
+        }
+    }
+
+    fn ready(&self) -> Finalization {
+        Finalization::Ready {
+            evidence: ReadyEvidence::Found,
+            raw_json: self.raw_json.clone(),
+            agent_result_json: self.result_json.clone(),
+            replayed_from: None,
+            finished_at: SystemClock.now(),
+        }
+    }
+}
+
+/// One store and the boundary over it.
+struct Rig {
+    store: RedisStore,
+    boundary: ToolBoundary,
+}
+
+impl Rig {
+    fn new(config: RedisConfig, payload: &Arc<str>) -> Outcome<Self> {
+        let store = RedisStore::new(config.pool_size(pool_size()))?;
+        let boundary = ToolBoundary::builder(Arc::new(store.clone()))
+            .tool(
+                ToolSpec::new(
+                    TOOL,
+                    "Benchmark tool.",
+                    BenchExecutor {
+                        payload: Arc::clone(payload),
+                    },
+                    BenchProjector,
+                )
+                .read_only(true),
+            )
+            .build()?;
+        Ok(Self { store, boundary })
+    }
+}
+
 fn main() -> Outcome<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -135,23 +231,11 @@ fn main() -> Outcome<()> {
 }
 
 async fn bench() -> Outcome<()> {
+    let started = Instant::now();
     let server = RedisServer::spawn()?;
     let mut admin = Admin::connect(&server.url()).await?;
-    let store = RedisStore::new(RedisConfig::single(server.url()).pool_size(POOL_SIZE))?;
     let payload: Arc<str> = "x".repeat(PAYLOAD_BYTES).into();
-    let boundary = ToolBoundary::builder(Arc::new(store.clone()))
-        .tool(
-            ToolSpec::new(
-                TOOL,
-                "Benchmark tool.",
-                BenchExecutor {
-                    payload: Arc::clone(&payload),
-                },
-                BenchProjector,
-            )
-            .read_only(true),
-        )
-        .build()?;
+    let rig = Rig::new(RedisConfig::single(server.url()), &payload)?;
     let query = "connection timeout in checkout";
     let request_json = serde_json::to_string(&BenchRequest {
         query: query.to_owned(),
@@ -171,18 +255,153 @@ async fn bench() -> Outcome<()> {
     });
 
     println!(
-        "redis bench: redis-server {} on 127.0.0.1, pool {POOL_SIZE}, raw payload {PAYLOAD_BYTES} B",
-        admin.server_version().await?
+        "redis bench: redis-server {} on 127.0.0.1, {} multiplexed connections per store, raw payload {PAYLOAD_BYTES} B, {} CPUs",
+        admin.server_version().await?,
+        pool_size(),
+        std::thread::available_parallelism().map_or(0, usize::from),
     );
 
-    // Warm up: open every pooled connection and cache both scripts.
-    run_boundary(&boundary, &request_json, 16, 400).await?;
-    run_baseline(&store, &prebuilt, 16, 400).await?;
+    // Warm up: open every connection and cache both scripts.
+    run_boundary(&rig.boundary, &request_json, 16, 400, false).await?;
+    run_baseline(&rig.store, &prebuilt, 16, 400).await?;
 
-    // Round trips: commandstats deltas, cross-checked with MONITOR.
+    round_trips_and_memory(&mut admin, &server, &rig, &prebuilt, &request_json).await?;
+    let round_trips = measured_round_trips(&mut admin, &server, &rig, &request_json).await?;
+
+    // Throughput: the boundary, the bare scripts and redis-benchmark, in
+    // alternating chunks so all three see the same machine load.
+    let mut anchor = Anchor::prepare(&server, &rig.store, &prebuilt).await?;
+    let mut ratios = Vec::new();
+    let mut anchor_ratios = Vec::new();
+    for (in_flight, chunk) in LEVELS {
+        let anchored = ANCHOR_LEVELS.contains(&in_flight);
+        let level = if anchored {
+            Some(anchor.level(in_flight, chunk).await?)
+        } else {
+            None
+        };
+        let mut boundary = Meter::default();
+        let mut baseline = Meter::default();
+        let mut benchmark = RedisBenchmarkMeter::default();
+        for _ in 0..CHUNKS {
+            let cpu = Cpu::now(&server).await?;
+            let time = run_baseline(&rig.store, &prebuilt, in_flight, chunk).await?;
+            baseline.add(chunk, time, cpu.since(&server).await?);
+            let cpu = Cpu::now(&server).await?;
+            let time = run_boundary(&rig.boundary, &request_json, in_flight, chunk, false).await?;
+            boundary.add(chunk, time, cpu.since(&server).await?);
+            if let Some(level) = &level {
+                benchmark.add(&anchor.run(level, chunk, &server).await?);
+            }
+        }
+        let ratio = boundary.rate() / baseline.rate();
+        println!(
+            "in flight {in_flight:>3}: boundary {:>7.0} inv/s, bare create + finalize scripts {:>7.0} inv/s, ratio {ratio:.2} ({} invocations each, {CHUNKS} alternating chunks)",
+            boundary.rate(),
+            baseline.rate(),
+            boundary.count,
+        );
+        println!(
+            "  CPU per invocation, client / server: boundary {}, bare scripts {}",
+            boundary.cpu(),
+            baseline.cpu(),
+        );
+        ratios.push((in_flight, ratio));
+        if anchored {
+            let anchor_ratio = boundary.rate() / benchmark.pair_rate();
+            println!(
+                "  redis-benchmark, {in_flight} clients, same script calls: create {:>7.0}/s, finalize {:>7.0}/s ({:.1}% of finalize draws hit a finalized record), pairs {:>7.0}/s, server CPU per pair {:.1} us; boundary / redis-benchmark {anchor_ratio:.2}",
+                benchmark.create_rate(),
+                benchmark.finalize_rate(),
+                benchmark.repeat_share() * 100.0,
+                benchmark.pair_rate(),
+                benchmark.server_us_per_pair(),
+            );
+            anchor_ratios.push((in_flight, anchor_ratio));
+        }
+        anchor.flush().await?;
+    }
+
+    let cluster_ratio = cluster(&server, &rig, &payload, &request_json).await?;
+
+    let pick = |list: &[(usize, f64)], at: usize| {
+        list.iter()
+            .find(|(in_flight, _)| *in_flight == at)
+            .map_or(f64::NAN, |(_, value)| *value)
+    };
+    println!("bench took {:.0} s", started.elapsed().as_secs_f64());
+    println!(
+        "round_trips={} ratio_c1={:.2} ratio_c16={:.2} ratio_c64={:.2} anchor_c1={:.2} anchor_c16={:.2} anchor_c64={:.2} cluster_c64={:.2}",
+        format_round_trips(round_trips),
+        pick(&ratios, 1),
+        pick(&ratios, 16),
+        pick(&ratios, 64),
+        pick(&anchor_ratios, 1),
+        pick(&anchor_ratios, 16),
+        pick(&anchor_ratios, 64),
+        cluster_ratio,
+    );
+    drop(server);
+    Ok(())
+}
+
+/// Memory per READY record.
+async fn round_trips_and_memory(
+    admin: &mut Admin,
+    _server: &RedisServer,
+    rig: &Rig,
+    prebuilt: &Prebuilt,
+    request_json: &str,
+) -> Outcome<()> {
+    let memory_run = RunId::new(unique_id("mem"))?;
+    let used_before = admin.used_memory().await?;
+    let ctx = RunContext::new(memory_run.clone());
+    for i in 0..MEMORY_SAMPLE {
+        let outcome = rig
+            .boundary
+            .invoke(&ctx, envelope(&memory_run, &format!("c{i}"), request_json))
+            .await;
+        if outcome.control.status != InvocationStatus::Ready {
+            return Err(format!(
+                "memory sample call failed: {:?}",
+                outcome.control.error_code
+            )
+            .into());
+        }
+    }
+    let used_after = admin.used_memory().await?;
+    let prefix = rig.store.key_prefix();
+    let record_bytes = admin
+        .memory_usage(&record_key(prefix, memory_run.as_str(), "c0"))
+        .await?
+        .unwrap_or(0);
+    let mut index_bytes = 0;
+    for key in &store_redis::testing::run_keys(prefix, memory_run.as_str()) {
+        index_bytes += admin.memory_usage(key).await?.unwrap_or(0);
+    }
+    println!(
+        "memory per READY record (request {} B, scope {} B, raw {} B, result {} B): \
+         MEMORY USAGE {record_bytes} B for the record hash; run keys {index_bytes} B for \
+         {MEMORY_SAMPLE} records; used_memory grew {} B per record",
+        prebuilt.request_json.len(),
+        prebuilt.scope_json.len(),
+        prebuilt.raw_json.len(),
+        prebuilt.result_json.len(),
+        used_after.saturating_sub(used_before) / MEMORY_SAMPLE as u64,
+    );
+    Ok(())
+}
+
+/// Round trips: commandstats deltas, cross-checked with MONITOR.
+async fn measured_round_trips(
+    admin: &mut Admin,
+    server: &RedisServer,
+    rig: &Rig,
+    request_json: &str,
+) -> Outcome<f64> {
     let before = admin.command_calls().await?;
     let monitor = monitor_port(server.port())?;
-    run_boundary(&boundary, &request_json, 1, ROUND_TRIP_SAMPLE).await?;
+    run_boundary(&rig.boundary, request_json, 1, ROUND_TRIP_SAMPLE, false).await?;
     let seen = monitor.finish();
     let after = admin.command_calls().await?;
     let n = ROUND_TRIP_SAMPLE as f64;
@@ -222,71 +441,469 @@ async fn bench() -> Outcome<()> {
         "  MONITOR cross-check, commands sent by clients per invocation: {}",
         monitored.join(" ")
     );
+    Ok(round_trips)
+}
 
-    // Memory per READY record.
-    let memory_run = RunId::new(unique_id("mem"))?;
-    let used_before = admin.used_memory().await?;
-    let ctx = RunContext::new(memory_run.clone());
-    for i in 0..MEMORY_SAMPLE {
-        let outcome = boundary
-            .invoke(&ctx, envelope(&memory_run, &format!("c{i}"), &request_json))
-            .await;
-        if outcome.control.status != InvocationStatus::Ready {
-            return Err(format!(
-                "memory sample call failed: {:?}",
-                outcome.control.error_code
-            )
-            .into());
+/// Invocations, wall time and CPU of one mode, summed over chunks.
+#[derive(Default)]
+struct Meter {
+    count: usize,
+    time: Duration,
+    client_cpu: f64,
+    server_cpu: f64,
+}
+
+impl Meter {
+    fn add(&mut self, count: usize, time: Duration, (client, server): (f64, f64)) {
+        self.count += count;
+        self.time += time;
+        self.client_cpu += client;
+        self.server_cpu += server;
+    }
+
+    fn rate(&self) -> f64 {
+        rate(self.count, self.time)
+    }
+
+    /// CPU per invocation, client and server, in microseconds.
+    fn cpu(&self) -> String {
+        let per = |seconds: f64| seconds * 1e6 / self.count.max(1) as f64;
+        format!(
+            "{:.1} / {:.1} us",
+            per(self.client_cpu),
+            per(self.server_cpu)
+        )
+    }
+}
+
+/// CPU used so far by this process and by the server.
+struct Cpu {
+    client: f64,
+    server: f64,
+}
+
+impl Cpu {
+    async fn now(server: &RedisServer) -> Outcome<Self> {
+        Ok(Self {
+            client: process_cpu_seconds()?,
+            server: server_cpu(&server.url()).await?,
+        })
+    }
+
+    /// (client, server) CPU seconds since `self`.
+    async fn since(&self, server: &RedisServer) -> Outcome<(f64, f64)> {
+        let now = Self::now(server).await?;
+        Ok((now.client - self.client, now.server - self.server))
+    }
+}
+
+/// redis-benchmark's chunks at one client count, summed.
+#[derive(Default)]
+struct RedisBenchmarkMeter {
+    requests: usize,
+    create_time: f64,
+    finalize_time: f64,
+    finalized: u64,
+    server_cpu: f64,
+}
+
+/// One chunk: `requests` creates and as many finalizes.
+struct BenchmarkChunk {
+    requests: usize,
+    create_rate: f64,
+    finalize_rate: f64,
+    finalized: u64,
+    server_cpu: f64,
+}
+
+impl RedisBenchmarkMeter {
+    fn add(&mut self, chunk: &BenchmarkChunk) {
+        self.requests += chunk.requests;
+        self.create_time += chunk.requests as f64 / chunk.create_rate;
+        self.finalize_time += chunk.requests as f64 / chunk.finalize_rate;
+        self.finalized += chunk.finalized;
+        self.server_cpu += chunk.server_cpu;
+    }
+
+    fn create_rate(&self) -> f64 {
+        self.requests as f64 / self.create_time
+    }
+
+    fn finalize_rate(&self) -> f64 {
+        self.requests as f64 / self.finalize_time
+    }
+
+    /// create + finalize pairs per second: one of each, back to back.
+    fn pair_rate(&self) -> f64 {
+        self.requests as f64 / (self.create_time + self.finalize_time)
+    }
+
+    fn repeat_share(&self) -> f64 {
+        1.0 - self.finalized as f64 / self.requests.max(1) as f64
+    }
+
+    fn server_us_per_pair(&self) -> f64 {
+        self.server_cpu * 1e6 / self.requests.max(1) as f64
+    }
+}
+
+/// redis-benchmark with the store's own script calls (`store_redis::wire`):
+/// create on a fresh random record key per request; finalize on a random
+/// record among `FINALIZE_SPREAD` times as many PROJECTING records, each a
+/// `COPY` of one record the store created (same fields, sizes, encoding and
+/// TTL).
+struct Anchor {
+    binary: std::path::PathBuf,
+    conn: redis::aio::MultiplexedConnection,
+    admin: Admin,
+    prefix: String,
+    store: RedisStore,
+    prebuilt: Arc<Prebuilt>,
+}
+
+/// One client count's prepared calls.
+struct AnchorLevel {
+    clients: usize,
+    create: Vec<String>,
+    create_index: String,
+    finalize: Vec<String>,
+    keyspace: usize,
+}
+
+impl Anchor {
+    async fn prepare(
+        server: &RedisServer,
+        store: &RedisStore,
+        prebuilt: &Arc<Prebuilt>,
+    ) -> Outcome<Self> {
+        let binary = which("redis-benchmark")
+            .ok_or("redis-benchmark is needed for the anchor (apt-get install redis-tools)")?;
+        let mut conn = side_connection(&server.url()).await?;
+        for script in wire::scripts() {
+            let sha: String = redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(script.source)
+                .query_async(&mut conn)
+                .await?;
+            if sha != script.sha {
+                return Err(format!("the {} script's SHA differs", script.name).into());
+            }
         }
+        Ok(Self {
+            binary,
+            conn,
+            admin: Admin::connect(&server.url()).await?,
+            prefix: store.key_prefix().to_owned(),
+            store: store.clone(),
+            prebuilt: Arc::clone(prebuilt),
+        })
     }
-    let used_after = admin.used_memory().await?;
-    let record_key =
-        store_redis::testing::record_key(store.key_prefix(), memory_run.as_str(), "c0");
-    let record_bytes = admin.memory_usage(&record_key).await?.unwrap_or(0);
-    let index_keys = store_redis::testing::run_keys(store.key_prefix(), memory_run.as_str());
-    let mut index_bytes = 0;
-    for key in &index_keys {
-        index_bytes += admin.memory_usage(key).await?.unwrap_or(0);
-    }
-    let sample = &prebuilt;
-    println!(
-        "memory per READY record (request {} B, scope {} B, raw {} B, result {} B): \
-         MEMORY USAGE {record_bytes} B for the record hash; run keys {index_bytes} B for \
-         {MEMORY_SAMPLE} records; used_memory grew {} B per record",
-        sample.request_json.len(),
-        sample.scope_json.len(),
-        sample.raw_json.len(),
-        sample.result_json.len(),
-        used_after.saturating_sub(used_before) / MEMORY_SAMPLE as u64,
-    );
 
-    // Throughput: boundary vs bare scripts, in alternating chunks.
-    let mut ratios = Vec::new();
-    for (concurrency, chunk) in [(1_usize, 400_usize), (16, 1600)] {
-        let (mut boundary_time, mut baseline_time) = (Duration::ZERO, Duration::ZERO);
-        let mut count = 0;
-        for _ in 0..CHUNKS {
-            baseline_time += run_baseline(&store, &prebuilt, concurrency, chunk).await?;
-            boundary_time += run_boundary(&boundary, &request_json, concurrency, chunk).await?;
-            count += chunk / concurrency * concurrency;
+    /// The calls for `clients` clients and `CHUNKS` chunks of `chunk`
+    /// requests, and the PROJECTING records finalize draws from.
+    async fn level(&mut self, clients: usize, chunk: usize) -> Outcome<AnchorLevel> {
+        let prefix = self.prefix.clone();
+        let run = RunId::new(unique_id("anchor"))?;
+        let template = InvocationKey::new(run.clone(), ToolCallId::new(TEMPLATE_ID)?);
+        let create = randomized(
+            wire::create_call(&prefix, &self.prebuilt.new_invocation(template)),
+            &record_key(&prefix, run.as_str(), TEMPLATE_ID),
+            &record_key(&prefix, run.as_str(), RAND),
+        )?;
+        let create_index = store_redis::testing::run_keys(&prefix, run.as_str())[1].clone();
+
+        let run = RunId::new(unique_id("anchor"))?;
+        let source = InvocationKey::new(run.clone(), ToolCallId::new("source")?);
+        self.store
+            .create(self.prebuilt.new_invocation(source))
+            .await?;
+        let keyspace = chunk * CHUNKS * FINALIZE_SPREAD;
+        let source_key = record_key(&prefix, run.as_str(), "source");
+        for batch in (0..keyspace).collect::<Vec<_>>().chunks(2000) {
+            let mut pipe = redis::pipe();
+            for i in batch {
+                pipe.cmd("COPY")
+                    .arg(&source_key)
+                    .arg(record_key(&prefix, run.as_str(), &format!("{i:012}")))
+                    .ignore();
+            }
+            pipe.query_async::<()>(&mut self.conn).await?;
         }
-        let boundary_rate = rate(count, boundary_time);
-        let baseline_rate = rate(count, baseline_time);
-        let ratio = boundary_rate / baseline_rate;
-        println!(
-            "concurrency {concurrency:>2}: boundary {boundary_rate:>8.0} inv/s, baseline (bare create + finalize scripts) {baseline_rate:>8.0} inv/s, ratio {ratio:.2} ({count} invocations each, {CHUNKS} alternating chunks)"
-        );
-        ratios.push(ratio);
+        let template = InvocationKey::new(run.clone(), ToolCallId::new(TEMPLATE_ID)?);
+        let finalize = randomized(
+            wire::finalize_call(&prefix, &template, &self.prebuilt.ready()),
+            &record_key(&prefix, run.as_str(), TEMPLATE_ID),
+            &record_key(&prefix, run.as_str(), RAND),
+        )?;
+        Ok(AnchorLevel {
+            clients,
+            create,
+            create_index,
+            finalize,
+            keyspace,
+        })
     }
 
+    /// One chunk of `requests` creates, then as many finalizes.
+    async fn run(
+        &mut self,
+        level: &AnchorLevel,
+        requests: usize,
+        server: &RedisServer,
+    ) -> Outcome<BenchmarkChunk> {
+        let cpu = server_cpu(&server.url()).await?;
+        let indexed: u64 = redis::cmd("LLEN")
+            .arg(&level.create_index)
+            .query_async(&mut self.conn)
+            .await?;
+        let create_rate = redis_benchmark(
+            &self.binary,
+            server.port(),
+            level.clients,
+            requests,
+            1_000_000_000,
+            &level.create,
+        )?;
+        let created = redis::cmd("LLEN")
+            .arg(&level.create_index)
+            .query_async::<u64>(&mut self.conn)
+            .await?
+            - indexed;
+        if (created as f64) < 0.95 * requests as f64 {
+            return Err(format!("redis-benchmark created {created} of {requests} records").into());
+        }
+        let before = self.admin.command_calls().await?;
+        let finalize_rate = redis_benchmark(
+            &self.binary,
+            server.port(),
+            level.clients,
+            requests,
+            level.keyspace,
+            &level.finalize,
+        )?;
+        let after = self.admin.command_calls().await?;
+        // Only a finalize that found its record PROJECTING runs HSET.
+        let finalized =
+            after.get("hset").copied().unwrap_or(0) - before.get("hset").copied().unwrap_or(0);
+        if (finalized as f64) < 0.9 * requests as f64 {
+            return Err(
+                format!("redis-benchmark finalized {finalized} of {requests} records").into(),
+            );
+        }
+        Ok(BenchmarkChunk {
+            requests,
+            create_rate,
+            finalize_rate,
+            finalized,
+            server_cpu: server_cpu(&server.url()).await? - cpu,
+        })
+    }
+
+    /// Frees the server's memory between levels (scripts stay cached).
+    async fn flush(&mut self) -> Outcome<()> {
+        redis::cmd("FLUSHALL")
+            .query_async::<()>(&mut self.conn)
+            .await?;
+        Ok(())
+    }
+}
+
+/// `call` with the one word `exact` replaced by `with`.
+fn randomized(call: Vec<Vec<u8>>, exact: &str, with: &str) -> Outcome<Vec<String>> {
+    let mut words = call
+        .into_iter()
+        .map(String::from_utf8)
+        .collect::<Result<Vec<_>, _>>()?;
+    let hits: Vec<usize> = words
+        .iter()
+        .enumerate()
+        .filter(|(_, word)| word.as_str() == exact)
+        .map(|(i, _)| i)
+        .collect();
+    let [index] = hits[..] else {
+        return Err(format!("the record key appears {} times in the call", hits.len()).into());
+    };
+    words[index] = with.to_owned();
+    Ok(words)
+}
+
+/// Runs redis-benchmark quietly; its requests per second.
+fn redis_benchmark(
+    binary: &std::path::Path,
+    port: u16,
+    clients: usize,
+    requests: usize,
+    keyspace: usize,
+    words: &[String],
+) -> Outcome<f64> {
+    let output = Command::new(binary)
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(["-c", &clients.to_string(), "-n", &requests.to_string()])
+        .args(["-r", &keyspace.to_string(), "-P", "1", "-q"])
+        .args(words)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    let last = text.rsplit('\r').next().unwrap_or_default();
+    let rate = last
+        .split(" requests per second")
+        .next()
+        .and_then(|head| head.rsplit(' ').next())
+        .and_then(|number| number.parse::<f64>().ok());
+    match rate {
+        Some(rate) if output.status.success() => Ok(rate),
+        _ => Err("redis-benchmark printed no rate".into()),
+    }
+}
+
+fn which(name: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(name))
+            .find(|candidate| candidate.is_file())
+    })
+}
+
+/// The 3-node cluster against the single node, 64 in flight, each caller
+/// on its own run; CPU per call on both sides. Returns cluster / single.
+async fn cluster(
+    server: &RedisServer,
+    single: &Rig,
+    payload: &Arc<str>,
+    request_json: &str,
+) -> Outcome<f64> {
+    let cluster = RedisCluster::spawn(CLUSTER_NODES)?;
+    let rig = Rig::new(cluster.config(), payload)?;
+    run_boundary(&rig.boundary, request_json, CLUSTER_IN_FLIGHT, 1600, true).await?;
+    run_boundary(
+        &single.boundary,
+        request_json,
+        CLUSTER_IN_FLIGHT,
+        1600,
+        true,
+    )
+    .await?;
+    let single_cpu_before = server_cpu(&server.url()).await?;
+    let nodes: Vec<String> = cluster.nodes().iter().map(RedisServer::url).collect();
+    let mut nodes_before = Vec::new();
+    for url in &nodes {
+        nodes_before.push((server_cpu(url).await?, evalsha_calls(url).await?));
+    }
+    let (mut single_time, mut cluster_time) = (Duration::ZERO, Duration::ZERO);
+    let (mut single_client, mut cluster_client) = (0.0, 0.0);
+    let mut count = 0;
+    for _ in 0..CLUSTER_CHUNKS {
+        let cpu = process_cpu_seconds()?;
+        single_time += run_boundary(
+            &single.boundary,
+            request_json,
+            CLUSTER_IN_FLIGHT,
+            CLUSTER_CHUNK,
+            true,
+        )
+        .await?;
+        let middle = process_cpu_seconds()?;
+        cluster_time += run_boundary(
+            &rig.boundary,
+            request_json,
+            CLUSTER_IN_FLIGHT,
+            CLUSTER_CHUNK,
+            true,
+        )
+        .await?;
+        let end = process_cpu_seconds()?;
+        single_client += middle - cpu;
+        cluster_client += end - middle;
+        count += CLUSTER_CHUNK;
+    }
+    let single_rate = rate(count, single_time);
+    let cluster_rate = rate(count, cluster_time);
+    let ratio = cluster_rate / single_rate;
+    let per_call_us = |seconds: f64| seconds * 1e6 / count as f64;
+    let single_server = server_cpu(&server.url()).await? - single_cpu_before;
     println!(
-        "round_trips={} ratio_c1={:.2} ratio_c16={:.2}",
-        format_round_trips(round_trips),
-        ratios[0],
-        ratios[1]
+        "cluster of {CLUSTER_NODES} on this machine, {CLUSTER_IN_FLIGHT} in flight, each caller its own run: cluster {cluster_rate:>7.0} inv/s, single node {single_rate:>7.0} inv/s, cluster / single {ratio:.2} ({count} invocations each, {CLUSTER_CHUNKS} alternating chunks)"
     );
-    drop(server);
-    Ok(())
+    println!(
+        "  CPU per invocation: client {:.1} us (single) / {:.1} us (cluster); server {:.1} us (single node)",
+        per_call_us(single_client),
+        per_call_us(cluster_client),
+        per_call_us(single_server),
+    );
+    let mut node_lines = Vec::new();
+    let mut cluster_server = 0.0;
+    for (url, (cpu_before, calls_before)) in nodes.iter().zip(nodes_before) {
+        let cpu = server_cpu(url).await? - cpu_before;
+        let calls = evalsha_calls(url).await? - calls_before;
+        cluster_server += cpu;
+        node_lines.push(format!(
+            "{:.0}% of calls, {:.1} us CPU per call",
+            calls as f64 / 2.0 / count as f64 * 100.0,
+            cpu * 1e6 / (calls as f64 / 2.0).max(1.0),
+        ));
+    }
+    println!("  per node: {}", node_lines.join("; "));
+    let server_us = per_call_us(cluster_server);
+    let client_us = per_call_us(cluster_client);
+    println!(
+        "  on paper, one core per node and enough client cores: the nodes serve {:.0} inv/s ({CLUSTER_NODES} x 1 s / {server_us:.1} us), each client core {:.0} inv/s (1 s / {client_us:.1} us)",
+        CLUSTER_NODES as f64 * 1e6 / server_us,
+        1e6 / client_us,
+    );
+    Ok(ratio)
+}
+
+/// A node's `used_cpu_sys` + `used_cpu_user`, in seconds.
+async fn server_cpu(url: &str) -> Outcome<f64> {
+    let info = info(url, "cpu").await?;
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|value| value.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    Ok(field("used_cpu_sys:") + field("used_cpu_user:"))
+}
+
+async fn evalsha_calls(url: &str) -> Outcome<u64> {
+    let info = info(url, "commandstats").await?;
+    Ok(store_redis::testing::parse_command_calls(&info)
+        .get("evalsha")
+        .copied()
+        .unwrap_or(0))
+}
+
+async fn info(url: &str, section: &str) -> Outcome<String> {
+    let mut conn = side_connection(url).await?;
+    Ok(redis::cmd("INFO")
+        .arg(section)
+        .query_async(&mut conn)
+        .await?)
+}
+
+/// A connection for the bench's own bulk work (`COPY` batches,
+/// `FLUSHALL`): no 500 ms driver default on a busy machine.
+async fn side_connection(url: &str) -> Outcome<redis::aio::MultiplexedConnection> {
+    let config =
+        redis::AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(30)));
+    Ok(redis::Client::open(url)?
+        .get_multiplexed_async_connection_with_config(&config)
+        .await?)
+}
+
+/// This process's user + system CPU time (Linux `/proc/self/stat`, in
+/// clock ticks of 1/100 s).
+fn process_cpu_seconds() -> Outcome<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    let after_name = stat.rsplit(')').next().unwrap_or_default();
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    // utime and stime are fields 14 and 15; `after_name` starts at field 3.
+    let ticks = |i: usize| fields.get(i - 3).and_then(|f| f.parse::<f64>().ok());
+    match (ticks(14), ticks(15)) {
+        (Some(user), Some(system)) => Ok((user + system) / 100.0),
+        _ => Err("unreadable /proc/self/stat".into()),
+    }
 }
 
 fn format_round_trips(value: f64) -> String {
@@ -301,26 +918,29 @@ fn envelope(run: &RunId, id: &str, arguments: &str) -> ToolEnvelope {
     ToolEnvelope::new(id, run.as_str(), TOOL, arguments)
 }
 
-/// `total` READY invocations through the boundary by `concurrency` tasks;
-/// the time they took.
+/// `total` READY invocations through the boundary by `concurrency` tasks,
+/// all in one run or (`spread`) each task in its own; the time they took.
 async fn run_boundary(
     boundary: &ToolBoundary,
     arguments: &str,
     concurrency: usize,
     total: usize,
+    spread: bool,
 ) -> Outcome<Duration> {
-    let run = RunId::new(unique_id("bench"))?;
-    let ctx = RunContext::new(run.clone());
+    let shared = RunId::new(unique_id("bench"))?;
     let per_task = total / concurrency;
     let started = Instant::now();
     let mut tasks = Vec::new();
     for task in 0..concurrency {
-        let (boundary, ctx, run, arguments) = (
-            boundary.clone(),
-            ctx.clone(),
-            run.clone(),
-            arguments.to_owned(),
-        );
+        let run = if spread {
+            RunId::new(unique_id("bench"))?
+        } else {
+            shared.clone()
+        };
+        let ctx = RunContext::new(run.clone())
+            .with_run_budget(BUDGET)
+            .with_tool_budget(TOOL, BUDGET);
+        let (boundary, arguments) = (boundary.clone(), arguments.to_owned());
         tasks.push(tokio::spawn(async move {
             for i in 0..per_task {
                 let outcome = boundary
@@ -359,33 +979,8 @@ async fn run_baseline(
         tasks.push(tokio::spawn(async move {
             for i in 0..per_task {
                 let key = InvocationKey::new(run.clone(), ToolCallId::new(format!("t{task}-{i}"))?);
-                store
-                    .create(NewInvocation {
-                        key: key.clone(),
-                        tool_name: TOOL.to_owned(),
-                        request_json: prebuilt.request_json.clone(),
-                        scope_json: prebuilt.scope_json.clone(),
-                        scope_fingerprint: prebuilt.fingerprint,
-                        created_at: SystemClock.now(),
-                        ttl: invocation_core::DEFAULT_RECORD_TTL,
-                        budgets: Budgets::default(),
-                        claim_scope: false,
-                        run: invocation_core::RunTerms::default(),
-                        attempt: 1,
-                    })
-                    .await?;
-                store
-                    .finalize(
-                        &key,
-                        Finalization::Ready {
-                            evidence: ReadyEvidence::Found,
-                            raw_json: prebuilt.raw_json.clone(),
-                            agent_result_json: prebuilt.result_json.clone(),
-                            replayed_from: None,
-                            finished_at: SystemClock.now(),
-                        },
-                    )
-                    .await?;
+                store.create(prebuilt.new_invocation(key.clone())).await?;
+                store.finalize(&key, prebuilt.ready()).await?;
             }
             Ok::<(), Box<dyn Error + Send + Sync>>(())
         }));

@@ -17,13 +17,15 @@
 //! | `request`, `scope` | always but tombstones | request text, canonical scope JSON |
 //! | `result` | READY | the bounded agent result |
 //! | `raw` | READY, ERROR when kept | the raw response (harness-only) |
+//!
+//! `calls` writes these fields into the create, finalize and settle script
+//! calls (a tombstone's from [`tombstone`]); this module reads them back.
 
 use std::borrow::Cow;
 
 use aci_contracts::{ErrorCode, EvidenceStatus, InvocationStatus, RunId, Timestamp, ToolCallId};
 use invocation_core::{
-    Finalization, InvocationKey, InvocationRecord, NewInvocation, RecordFields, ScopeFingerprint,
-    StoreError, Unsettled,
+    InvocationKey, InvocationRecord, RecordFields, ScopeFingerprint, StoreError, Unsettled,
 };
 
 pub(crate) const STATUS: &str = "status";
@@ -59,28 +61,6 @@ pub(crate) fn field_names(fields: RecordFields) -> Vec<&'static str> {
     names
 }
 
-/// Field/value pairs of a new PROJECTING record.
-pub(crate) fn new_record(new: &NewInvocation) -> Vec<(&'static str, Cow<'_, str>)> {
-    vec![
-        ("run_id", Cow::Borrowed(new.key.run_id.as_str())),
-        ("tool_call_id", Cow::Borrowed(new.key.tool_call_id.as_str())),
-        ("tool_name", Cow::Borrowed(new.tool_name.as_str())),
-        (STATUS, Cow::Borrowed(InvocationStatus::Projecting.as_str())),
-        ("scope_fp", Cow::Owned(new.scope_fingerprint.to_hex())),
-        (
-            "created_at",
-            Cow::Owned(new.created_at.unix_millis().to_string()),
-        ),
-        (
-            "request_bytes",
-            Cow::Owned(new.request_json.len().to_string()),
-        ),
-        ("attempt", Cow::Owned(new.attempt.to_string())),
-        ("request", Cow::Borrowed(new.request_json.as_str())),
-        ("scope", Cow::Borrowed(new.scope_json.as_str())),
-    ]
-}
-
 /// Field/value pairs of a tombstone: an ERROR record with no payloads that
 /// holds the key of a call whose create never applied.
 pub(crate) fn tombstone(
@@ -114,62 +94,6 @@ pub(crate) fn tombstone(
         ("attempt", Cow::Owned(call.attempt.to_string())),
         ("tombstone", Cow::Borrowed("1")),
     ]
-}
-
-/// Field/value pairs a finalization writes.
-pub(crate) fn outcome(finalization: &Finalization) -> Vec<(&'static str, Cow<'_, str>)> {
-    match finalization {
-        Finalization::Ready {
-            evidence,
-            raw_json,
-            agent_result_json,
-            replayed_from,
-            finished_at,
-        } => {
-            let mut pairs = vec![
-                (STATUS, Cow::Borrowed(InvocationStatus::Ready.as_str())),
-                ("evidence_status", Cow::Borrowed(evidence.status().as_str())),
-                (
-                    "finished_at",
-                    Cow::Owned(finished_at.unix_millis().to_string()),
-                ),
-                ("raw_bytes", Cow::Owned(raw_json.len().to_string())),
-                (
-                    "result_bytes",
-                    Cow::Owned(agent_result_json.len().to_string()),
-                ),
-                (RAW, Cow::Borrowed(raw_json.as_str())),
-                ("result", Cow::Borrowed(agent_result_json.as_str())),
-            ];
-            if let Some(source) = replayed_from {
-                pairs.push(("replayed_from", Cow::Borrowed(source.as_str())));
-            }
-            pairs
-        }
-        Finalization::Error {
-            error_code,
-            raw_json,
-            finished_at,
-        } => {
-            let mut pairs = vec![
-                (STATUS, Cow::Borrowed(InvocationStatus::Error.as_str())),
-                (
-                    "evidence_status",
-                    Cow::Borrowed(EvidenceStatus::Error.as_str()),
-                ),
-                ("error_code", Cow::Borrowed(error_code.as_str())),
-                (
-                    "finished_at",
-                    Cow::Owned(finished_at.unix_millis().to_string()),
-                ),
-            ];
-            if let Some(raw) = raw_json {
-                pairs.push(("raw_bytes", Cow::Owned(raw.len().to_string())));
-                pairs.push((RAW, Cow::Borrowed(raw.as_str())));
-            }
-            pairs
-        }
-    }
 }
 
 type Field = Option<Vec<u8>>;

@@ -10,7 +10,7 @@ use crate::error::{ConfigProblem, RedisStoreError};
 use crate::tls::{ClientIdentity, TlsSettings};
 
 /// Default [`RedisConfig::pool_size`].
-pub const DEFAULT_POOL_SIZE: usize = 16;
+pub const DEFAULT_POOL_SIZE: usize = 4;
 /// Default [`RedisConfig::key_prefix`].
 pub const DEFAULT_KEY_PREFIX: &str = "aci";
 /// Default [`RedisConfig::connect_timeout`].
@@ -83,7 +83,8 @@ impl RedisConfig {
         }
     }
 
-    /// Most connections the store opens (each one multiplexed). Default 16.
+    /// How many multiplexed connections the store opens and shares (round
+    /// robin) among all its operations. Default 4.
     #[must_use]
     pub const fn pool_size(mut self, size: usize) -> Self {
         self.pool_size = size;

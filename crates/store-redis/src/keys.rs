@@ -13,6 +13,8 @@
 //! identifier rule of `aci-contracts` and the prefix check forbid them), so
 //! the first `{…}` of every key is exactly the run id.
 
+use std::fmt;
+
 use aci_contracts::{RunId, ToolCallId};
 use invocation_core::ScopeFingerprint;
 
@@ -20,14 +22,6 @@ use invocation_core::ScopeFingerprint;
 #[derive(Debug, Clone)]
 pub(crate) struct Keys {
     prefix: String,
-}
-
-/// The per-run keys besides the records.
-#[derive(Debug, Clone)]
-pub(crate) struct RunKeys {
-    pub(crate) budget: String,
-    pub(crate) index: String,
-    pub(crate) scopes: String,
 }
 
 impl Keys {
@@ -39,27 +33,78 @@ impl Keys {
 
     /// `<prefix>:{<run_id>}:inv:<tool_call_id>`.
     pub(crate) fn record(&self, run_id: &RunId, tool_call_id: &ToolCallId) -> String {
-        format!("{}:{{{}}}:inv:{}", self.prefix, run_id, tool_call_id)
+        record(&self.prefix, run_id, tool_call_id).to_string()
     }
 
-    pub(crate) fn run(&self, run_id: &RunId) -> RunKeys {
-        let base = format!("{}:{{{}}}", self.prefix, run_id);
-        RunKeys {
-            budget: format!("{base}:budget"),
-            index: format!("{base}:index"),
-            scopes: format!("{base}:scopes"),
-        }
+    /// The run hash: the run's state and its budget counters.
+    pub(crate) fn budget(&self, run_id: &RunId) -> String {
+        run(&self.prefix, run_id, BUDGET).to_string()
+    }
+
+    pub(crate) fn index(&self, run_id: &RunId) -> String {
+        run(&self.prefix, run_id, INDEX).to_string()
     }
 
     pub(crate) fn scopes(&self, run_id: &RunId) -> String {
-        format!("{}:{{{}}}:scopes", self.prefix, run_id)
+        run(&self.prefix, run_id, SCOPES).to_string()
     }
 }
 
-/// Field of the budget hash counting one tool's records.
-pub(crate) fn tool_counter(tool_name: &str) -> String {
-    format!("tool:{tool_name}")
+/// Between the run part and the tool call id of a record key.
+pub(crate) const RECORD: &str = "inv:";
+/// Suffixes of the per-run keys.
+pub(crate) const BUDGET: &str = "budget";
+pub(crate) const INDEX: &str = "index";
+pub(crate) const SCOPES: &str = "scopes";
+
+/// `<prefix>:{<run_id>}:inv:<tool_call_id>`, formatted where it is written
+/// (a command buffer takes it without an intermediate `String`).
+pub(crate) const fn record<'a>(
+    prefix: &'a str,
+    run_id: &'a RunId,
+    tool_call_id: &'a ToolCallId,
+) -> Key<'a> {
+    Key {
+        prefix,
+        run_id,
+        rest: Rest::Record(tool_call_id),
+    }
 }
+
+/// `<prefix>:{<run_id>}:<suffix>`.
+pub(crate) const fn run<'a>(prefix: &'a str, run_id: &'a RunId, suffix: &'a str) -> Key<'a> {
+    Key {
+        prefix,
+        run_id,
+        rest: Rest::Run(suffix),
+    }
+}
+
+/// A key, displayed as its text.
+pub(crate) struct Key<'a> {
+    prefix: &'a str,
+    run_id: &'a RunId,
+    rest: Rest<'a>,
+}
+
+enum Rest<'a> {
+    Record(&'a ToolCallId),
+    Run(&'a str),
+}
+
+impl fmt::Display for Key<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Self { prefix, run_id, .. } = self;
+        match self.rest {
+            Rest::Record(id) => write!(f, "{prefix}:{{{run_id}}}:{RECORD}{id}"),
+            Rest::Run(suffix) => write!(f, "{prefix}:{{{run_id}}}:{suffix}"),
+        }
+    }
+}
+
+/// Field of the budget hash counting one tool's records: this, then the
+/// tool's name.
+pub(crate) const TOOL_COUNTER: &str = "tool:";
 
 /// Field of the scopes hash naming a fingerprint's first record.
 pub(crate) fn first_field(fingerprint: &ScopeFingerprint) -> String {
@@ -79,14 +124,19 @@ mod tests {
     #[test]
     fn every_key_of_a_run_shares_its_hash_tag() {
         let keys = Keys::new("aci");
-        let run = RunId::new("run-1:a").unwrap();
-        let record = keys.record(&run, &ToolCallId::new("call_9").unwrap());
+        let run_id = RunId::new("run-1:a").unwrap();
+        let record = keys.record(&run_id, &ToolCallId::new("call_9").unwrap());
         assert_eq!(record, "aci:{run-1:a}:inv:call_9");
-        let run_keys = keys.run(&run);
-        for key in [&record, &run_keys.budget, &run_keys.index, &run_keys.scopes] {
+        let budget = run("aci", &run_id, BUDGET).to_string();
+        assert_eq!(budget, "aci:{run-1:a}:budget");
+        for key in [
+            &record,
+            &budget,
+            &keys.index(&run_id),
+            &keys.scopes(&run_id),
+        ] {
             let tag = &key[key.find('{').unwrap() + 1..key.find('}').unwrap()];
             assert_eq!(tag, "run-1:a");
         }
-        assert_eq!(keys.scopes(&run), run_keys.scopes);
     }
 }

@@ -51,14 +51,22 @@
 //!
 //! # Connections and failures
 //!
-//! Connections are multiplexed and pooled (`deadpool`). A pooled connection
-//! is reused without a health-check round trip; a connection-level failure
-//! (refused, reset, closed) retires every connection opened before it, so
-//! after a restart or failover the pool reconnects at once, and a connection
-//! whose request timed out is never reused. Every operation, waiting for a
-//! connection included, is bounded by [`RedisConfig::operation_timeout`]; any
-//! failure becomes [`StoreError::Unavailable`] whose source is a sanitized
+//! Connections are multiplexed and shared: the store keeps
+//! [`RedisConfig::pool_size`] of them and hands each operation a clone of
+//! the next one (round robin), so calls in flight at the same time share a
+//! socket and leave in one write; there is no checkout, no wait for a free
+//! connection and no health-check round trip. Sockets use `TCP_NODELAY`. A
+//! connection-level failure (refused, reset, closed) retires every
+//! connection opened before it, so after a restart or failover the store
+//! reconnects at once, and a connection on which a request timed out is
+//! never handed out again. Every operation, connecting included, is bounded
+//! by [`RedisConfig::operation_timeout`]; any failure becomes
+//! [`StoreError::Unavailable`] whose source is a sanitized
 //! [`RedisStoreError`] (a [`Failure`] category, no text from the driver).
+//!
+//! Script calls are built straight into one command buffer (no
+//! intermediate `String` per argument; each payload copied once before the
+//! driver packs it). `docs/performance.md` has the measurements.
 //!
 //! # TLS (`rediss://`)
 //!
@@ -82,8 +90,10 @@
 //!
 //! The `testing` feature adds [`testing`]: throwaway `redis-server`s (plain
 //! or TLS-only, with a throwaway CA) and a 3-node cluster (plain or TLS) for
-//! tests and benchmarks.
+//! tests and benchmarks, and [`wire`]: the exact script calls the store
+//! sends, for benchmarks that replay them with `redis-benchmark`.
 
+mod calls;
 mod codec;
 mod config;
 mod error;
@@ -93,24 +103,28 @@ mod scripts;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod tls;
+#[cfg(feature = "testing")]
+pub mod wire;
 
-use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use aci_contracts::{ErrorCode, InvocationStatus, RunId, Timestamp, ToolCallId};
 use async_trait::async_trait;
-use deadpool::managed::{Object, PoolError, TimeoutType};
 use invocation_core::{
     Created, Finalization, InvocationKey, InvocationRecord, InvocationStore, NewInvocation,
     RecordFields, RunState, SameScope, ScopeFingerprint, ScopeIndex, Settled, StoreError,
     Unsettled,
 };
 use redis::cluster::ClusterClientBuilder;
-use redis::{AsyncConnectionConfig, Client, Cmd, ErrorKind, FromRedisValue, ServerErrorKind};
+use redis::io::tcp::TcpSettings;
+use redis::{
+    AsyncConnectionConfig, Client, Cmd, ErrorKind, FromRedisValue, IntoConnectionInfo,
+    ServerErrorKind, Value,
+};
 
 pub use config::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEY_PREFIX, DEFAULT_OPERATION_TIMEOUT, DEFAULT_POOL_SIZE,
@@ -118,11 +132,12 @@ pub use config::{
 };
 pub use error::{ConfigProblem, Failure, RedisStoreError, Result};
 
+use calls::Invoke;
 use codec::corrupt;
 use config::Nodes;
 use keys::Keys;
-use pool::{Link, Manager, Pool, Target};
-use scripts::{CREATE, FINALIZE, LuaScript, SETTLE};
+use pool::{Link, Pool, Target};
+use scripts::{CREATE, FINALIZE, SETTLE};
 
 /// Longest TTL written, in milliseconds (about 285,000 years): keeps every
 /// TTL exact as a Lua number and inside Redis's expiry range.
@@ -143,7 +158,6 @@ pub struct RedisStore {
 
 struct Inner {
     pool: Pool,
-    epoch: Arc<AtomicU64>,
     keys: Keys,
     prefix: String,
     operation_timeout: Duration,
@@ -180,16 +194,27 @@ impl RedisStore {
         }
         let certificates = config.tls.certificates();
         let malformed = |_| RedisStoreError::Config(ConfigProblem::MalformedUrl);
+        // Requests are small and answered at once: never hold one back
+        // waiting for the previous one's acknowledgement (Nagle).
+        let tcp = || TcpSettings::default().set_nodelay(true);
         let (target, nodes) = match &config.nodes {
             Nodes::Single(url) => {
+                let info = url
+                    .as_str()
+                    .into_connection_info()
+                    .map_err(malformed)?
+                    .set_tcp_settings(tcp());
                 let client = match certificates {
-                    Some(certificates) => Client::build_with_tls(url.as_str(), certificates),
-                    None => Client::open(url.as_str()),
+                    Some(certificates) => Client::build_with_tls(info, certificates),
+                    None => Client::open(info),
                 }
                 .map_err(malformed)?;
+                // No response timeout in the driver: every operation runs
+                // under the store's own operation timeout (`with_conn`), and
+                // a second timer per request would only cost time.
                 let connection = AsyncConnectionConfig::new()
                     .set_connection_timeout(Some(config.connect_timeout))
-                    .set_response_timeout(Some(config.operation_timeout));
+                    .set_response_timeout(None);
                 (
                     Target::Single {
                         client,
@@ -200,6 +225,7 @@ impl RedisStore {
             }
             Nodes::Cluster(urls) => {
                 let mut builder = ClusterClientBuilder::new(urls.iter().map(String::as_str))
+                    .tcp_settings(tcp())
                     .connection_timeout(config.connect_timeout)
                     .response_timeout(config.operation_timeout);
                 if let Some(certificates) = certificates {
@@ -209,20 +235,11 @@ impl RedisStore {
                 (Target::Cluster { client }, urls.len())
             }
         };
-        let epoch = Arc::new(AtomicU64::new(0));
-        let pool = Pool::builder(Manager::new(target, Arc::clone(&epoch)))
-            .max_size(config.pool_size)
-            .wait_timeout(Some(config.operation_timeout))
-            .create_timeout(Some(config.connect_timeout))
-            .recycle_timeout(Some(config.operation_timeout))
-            .runtime(deadpool::Runtime::Tokio1)
-            .build()
-            .map_err(|_| RedisStoreError::Config(ConfigProblem::Pool))?;
+        let pool = Pool::new(target, config.pool_size);
         let prefix = config.effective_key_prefix().to_owned();
         Ok(Self {
             inner: Arc::new(Inner {
                 pool,
-                epoch,
                 keys: Keys::new(&prefix),
                 prefix,
                 operation_timeout: config.operation_timeout,
@@ -260,11 +277,6 @@ impl RedisStore {
 }
 
 impl Inner {
-    /// Retires every pooled connection opened so far.
-    fn retire_connections(&self) {
-        self.epoch.fetch_add(1, Ordering::AcqRel);
-    }
-
     fn driver_failure(
         &self,
         operation: &'static str,
@@ -272,39 +284,32 @@ impl Inner {
     ) -> RedisStoreError {
         let failure = Failure::of(error);
         if failure.retires_all_connections() {
-            self.retire_connections();
+            self.pool.retire_all();
         }
         tracing::debug!(operation, %failure, "redis operation failed");
         RedisStoreError::unavailable(operation, failure)
     }
 
-    async fn checkout(&self, operation: &'static str) -> Result<Object<Manager>> {
-        self.pool.get().await.map_err(|error| match error {
-            PoolError::Timeout(TimeoutType::Wait) => {
-                RedisStoreError::unavailable(operation, Failure::PoolExhausted)
-            }
-            PoolError::Timeout(_) => RedisStoreError::unavailable(operation, Failure::Timeout),
-            PoolError::Backend(error) => self.driver_failure(operation, &error),
-            _ => RedisStoreError::unavailable(operation, Failure::Connection),
-        })
-    }
-
-    /// Checks a connection out and runs `work` on it, all within the
-    /// operation timeout. A request that times out marks its connection
-    /// broken, so it is not reused.
+    /// Takes a handle on a pooled connection and runs `work` on it, all
+    /// within the operation timeout. A request that times out marks its
+    /// connection broken, so it is not handed out again.
     async fn with_conn<T, W>(&self, operation: &'static str, work: W) -> Result<T>
     where
         W: AsyncFnOnce(&mut Link) -> Result<T>,
     {
         let in_flight: OnceLock<Arc<AtomicBool>> = OnceLock::new();
         let attempt = async {
-            let mut conn = self.checkout(operation).await?;
+            let mut conn = self
+                .pool
+                .get()
+                .await
+                .map_err(|error| self.driver_failure(operation, &error))?;
             let _ = in_flight.set(conn.broken_flag());
-            let result = work(conn.link()).await;
+            let result = work(&mut conn.link).await;
             if let Err(error) = &result
                 && error.failure().is_some_and(Failure::breaks_connection)
             {
-                conn.broken_flag().store(true, Ordering::Release);
+                conn.mark_broken();
             }
             result
         };
@@ -340,58 +345,48 @@ impl Inner {
         .await
     }
 
-    /// `EVALSHA`; on `NOSCRIPT`, the same call once as `EVAL`.
-    async fn eval(
-        &self,
-        operation: &'static str,
-        script: &LuaScript,
-        keys: &[&str],
-        args: &[Cow<'_, str>],
-    ) -> Result<Vec<String>> {
+    /// The script call `build(Invoke::Sha)` (`EVALSHA`); on `NOSCRIPT`,
+    /// `build(Invoke::Source)` (`EVAL`) once. The reply, an array of bulk
+    /// strings, as it came.
+    async fn eval(&self, operation: &'static str, build: impl Fn(Invoke) -> Cmd) -> Result<Value> {
         self.with_conn(operation, async |link: &mut Link| {
-            let first = script_call("EVALSHA", &script.sha, keys, args)
-                .query_async::<redis::Value>(&mut *link)
-                .await;
-            let reply = match first {
+            let first = build(Invoke::Sha).query_async::<Value>(&mut *link).await;
+            match first {
                 Err(error) if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                     tracing::debug!(
                         operation,
                         "script not cached on the server; sending it once"
                     );
-                    script_call("EVAL", script.source, keys, args)
-                        .query_async::<redis::Value>(link)
-                        .await
+                    build(Invoke::Source).query_async::<Value>(link).await
                 }
                 other => other,
             }
-            .map_err(|error| self.driver_failure(operation, &error))?;
-            redis::from_redis_value::<Vec<String>>(reply)
-                .map_err(|_| RedisStoreError::unavailable(operation, Failure::Protocol))
+            .map_err(|error| self.driver_failure(operation, &error))
         })
         .await
     }
 }
 
-fn script_call(command: &str, script: &str, keys: &[&str], args: &[Cow<'_, str>]) -> Cmd {
-    let mut cmd = redis::cmd(command);
-    cmd.arg(script).arg(keys.len());
-    for key in keys {
-        cmd.arg(*key);
-    }
-    for arg in args {
-        cmd.arg(arg.as_ref());
-    }
-    cmd
+/// A script's reply (an array of bulk strings) as text, borrowed from it.
+fn reply_words<'v>(reply: &'v Value, operation: &'static str) -> Result<Vec<&'v str>> {
+    let protocol = || RedisStoreError::unavailable(operation, Failure::Protocol);
+    let Value::Array(items) = reply else {
+        return Err(protocol());
+    };
+    items
+        .iter()
+        .map(|item| match item {
+            Value::BulkString(bytes) => std::str::from_utf8(bytes).map_err(|_| protocol()),
+            Value::SimpleString(text) => Ok(text.as_str()),
+            _ => Err(protocol()),
+        })
+        .collect()
 }
 
 fn ttl_millis(ttl: Duration) -> u64 {
     u64::try_from(ttl.as_millis())
         .unwrap_or(u64::MAX)
         .min(MAX_TTL_MILLIS)
-}
-
-fn budget_arg(budget: Option<u32>) -> Cow<'static, str> {
-    budget.map_or(Cow::Borrowed(""), |b| Cow::Owned(b.to_string()))
 }
 
 fn reply_id(text: &str, what: &'static str) -> Result<Option<ToolCallId>, StoreError> {
@@ -436,43 +431,13 @@ fn dedup_keep_last(ids: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
 impl InvocationStore for RedisStore {
     async fn create(&self, new: NewInvocation) -> Result<Created, StoreError> {
         let inner = &self.inner;
-        let record_key = inner.keys.record(&new.key.run_id, &new.key.tool_call_id);
-        let run_keys = inner.keys.run(&new.key.run_id);
-        let fingerprint = new.scope_fingerprint.to_hex();
-        // The deadline this create would give the run if it is the run's first.
-        let deadline = new
-            .run
-            .max_duration
-            .map(|d| invocation_core::clock::add(new.created_at, d).unix_millis());
-        let mut args: Vec<Cow<'_, str>> = vec![
-            Cow::Owned(ttl_millis(new.ttl).to_string()),
-            budget_arg(new.budgets.tool),
-            budget_arg(new.budgets.run),
-            Cow::Owned(keys::tool_counter(&new.tool_name)),
-            Cow::Borrowed(new.key.tool_call_id.as_str()),
-            Cow::Owned(fingerprint),
-            Cow::Borrowed(if new.claim_scope { "1" } else { "0" }),
-            Cow::Owned(new.created_at.unix_millis().to_string()),
-            deadline.map_or(Cow::Borrowed(""), |d| Cow::Owned(d.to_string())),
-            Cow::Borrowed(new.run.owner.as_deref().unwrap_or("")),
-        ];
-        for (field, value) in codec::new_record(&new) {
-            args.push(Cow::Borrowed(field));
-            args.push(value);
-        }
-        let keys = [
-            record_key.as_str(),
-            run_keys.budget.as_str(),
-            run_keys.index.as_str(),
-            run_keys.scopes.as_str(),
-        ];
-        let reply = inner.eval("create", &CREATE, &keys, &args).await?;
-        match reply
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>()
-            .as_slice()
-        {
+        let ttl = ttl_millis(new.ttl);
+        let reply = inner
+            .eval("create", |invoke| {
+                calls::create(&CREATE, invoke, &inner.prefix, &new, ttl)
+            })
+            .await?;
+        match reply_words(&reply, "create")?.as_slice() {
             [
                 "CREATED",
                 duplicate_of,
@@ -511,24 +476,12 @@ impl InvocationStore for RedisStore {
         finalization: Finalization,
     ) -> Result<(), StoreError> {
         let inner = &self.inner;
-        let record_key = inner.keys.record(&key.run_id, &key.tool_call_id);
-        let scopes_key = inner.keys.scopes(&key.run_id);
-        let mut args: Vec<Cow<'_, str>> = vec![
-            Cow::Borrowed(finalization.status().as_str()),
-            Cow::Borrowed(key.tool_call_id.as_str()),
-        ];
-        for (field, value) in codec::outcome(&finalization) {
-            args.push(Cow::Borrowed(field));
-            args.push(value);
-        }
-        let keys = [record_key.as_str(), scopes_key.as_str()];
-        let reply = inner.eval("finalize", &FINALIZE, &keys, &args).await?;
-        match reply
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>()
-            .as_slice()
-        {
+        let reply = inner
+            .eval("finalize", |invoke| {
+                calls::finalize(&FINALIZE, invoke, &inner.prefix, key, &finalization)
+            })
+            .await?;
+        match reply_words(&reply, "finalize")?.as_slice() {
             ["FINALIZED"] => Ok(()),
             ["NOT_FOUND"] => Err(StoreError::NotFound),
             ["NOT_PROJECTING", current] => Err(StoreError::NotProjecting {
@@ -546,36 +499,21 @@ impl InvocationStore for RedisStore {
         finished_at: Timestamp,
     ) -> Result<Settled, StoreError> {
         let inner = &self.inner;
-        let record_key = inner.keys.record(&call.key.run_id, &call.key.tool_call_id);
-        let scopes_key = inner.keys.scopes(&call.key.run_id);
-        let finalization = Finalization::Error {
-            error_code,
-            raw_json: None,
-            finished_at,
-        };
-        let outcome = codec::outcome(&finalization);
-        let mut args: Vec<Cow<'_, str>> = vec![
-            Cow::Owned(call.attempt.to_string()),
-            Cow::Owned(ttl_millis(call.ttl).to_string()),
-            Cow::Borrowed(call.key.tool_call_id.as_str()),
-            Cow::Owned((outcome.len() * 2).to_string()),
-        ];
-        for (field, value) in
-            outcome
-                .into_iter()
-                .chain(codec::tombstone(call, error_code, finished_at))
-        {
-            args.push(Cow::Borrowed(field));
-            args.push(value);
-        }
-        let keys = [record_key.as_str(), scopes_key.as_str()];
-        let reply = inner.eval("settle", &SETTLE, &keys, &args).await?;
-        match reply
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>()
-            .as_slice()
-        {
+        let ttl = ttl_millis(call.ttl);
+        let reply = inner
+            .eval("settle", |invoke| {
+                calls::settle(
+                    &SETTLE,
+                    invoke,
+                    &inner.prefix,
+                    call,
+                    error_code,
+                    finished_at,
+                    ttl,
+                )
+            })
+            .await?;
+        match reply_words(&reply, "settle")?.as_slice() {
             ["FINALIZED"] => Ok(Settled::Finalized),
             ["TOMBSTONED"] => Ok(Settled::Tombstoned),
             ["OTHER_ATTEMPT"] => Ok(Settled::OtherAttempt),
@@ -590,7 +528,7 @@ impl InvocationStore for RedisStore {
 
     async fn run_state(&self, run_id: &RunId) -> Result<Option<RunState>, StoreError> {
         let mut cmd = redis::cmd("HMGET");
-        cmd.arg(self.inner.keys.run(run_id).budget)
+        cmd.arg(self.inner.keys.budget(run_id))
             .arg("started_at")
             .arg("deadline")
             .arg("owner");
@@ -626,7 +564,7 @@ impl InvocationStore for RedisStore {
     ) -> Result<Vec<InvocationRecord>, StoreError> {
         let inner = &self.inner;
         let mut lrange = redis::cmd("LRANGE");
-        lrange.arg(inner.keys.run(run_id).index).arg(0).arg(-1);
+        lrange.arg(inner.keys.index(run_id)).arg(0).arg(-1);
         let ids: Vec<Vec<u8>> = inner.query("list", &lrange).await?;
         let keys = dedup_keep_last(ids)
             .into_iter()

@@ -1,21 +1,28 @@
-//! Pooled connections that are recycled without a round trip.
+//! A few shared multiplexed connections, reused without a round trip.
 //!
-//! A redis-rs connection is multiplexed, so a pool of them spreads load over
-//! several sockets. deadpool-redis's manager sends `UNWATCH` + `PING` on every
-//! checkout, which would add a round trip to every store operation; this
-//! manager instead recycles a connection unless
+//! A redis-rs connection (single node or cluster) is multiplexed: clones of
+//! it send over one socket, and requests that are in flight at the same time
+//! leave in one write and come back in one read. So the store keeps a small
+//! fixed set of slots (`pool_size`), each holding at most one live
+//! connection, and hands every operation a clone of the next slot's
+//! connection (round robin): no checkout, no waiting for a free connection,
+//! no health-check round trip. A slot's connection is replaced, on the next
+//! operation that picks the slot, when
 //! - a connection-level failure (refused, reset, closed) happened anywhere
-//!   since it was opened: an *epoch* counter that every such failure bumps, so
-//!   after a restart or failover all stale sockets are replaced at once; or
-//! - a request on it timed out (it is marked *broken*), so a black-holed
-//!   socket is never reused.
+//!   since it was opened: an *epoch* counter that every such failure bumps,
+//!   so after a restart or failover every stale socket is replaced at once;
+//! - or a request on it timed out or broke the protocol (it is marked
+//!   *broken*), so a black-holed socket is never reused.
 //!
-//! The hot path stays one round trip per operation.
+//! Sockets are opened with `TCP_NODELAY` (see `lib.rs`), so a small request
+//! never waits for the previous one's acknowledgement.
+//!
+//! The hot path stays one round trip per operation, and costs a mutex
+//! (uncontended in practice) and the clone of a connection handle.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
-use deadpool::managed::{self, Metrics, RecycleError, RecycleResult};
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
@@ -32,37 +39,9 @@ pub(crate) enum Target {
     },
 }
 
-/// Opens connections to the target and recycles them by epoch.
-pub(crate) struct Manager {
-    target: Target,
-    epoch: Arc<AtomicU64>,
-}
-
-impl Manager {
-    pub(crate) const fn new(target: Target, epoch: Arc<AtomicU64>) -> Self {
-        Self { target, epoch }
-    }
-}
-
-/// One connection (single node or cluster), tagged with the epoch it was opened in.
-pub(crate) struct Conn {
-    link: Link,
-    epoch: u64,
-    broken: Arc<AtomicBool>,
-}
-
-impl Conn {
-    pub(crate) const fn link(&mut self) -> &mut Link {
-        &mut self.link
-    }
-
-    /// Set it to keep this connection from being reused.
-    pub(crate) fn broken_flag(&self) -> Arc<AtomicBool> {
-        Arc::clone(&self.broken)
-    }
-}
-
-/// A single-node or cluster connection.
+/// A single-node or cluster connection handle (cheap to clone; clones share
+/// the socket).
+#[derive(Clone)]
 pub(crate) enum Link {
     Single(MultiplexedConnection),
     Cluster(ClusterConnection),
@@ -96,11 +75,81 @@ impl ConnectionLike for Link {
     }
 }
 
-impl managed::Manager for Manager {
-    type Type = Conn;
-    type Error = RedisError;
+/// One operation's handle on a pooled connection.
+pub(crate) struct Conn {
+    pub(crate) link: Link,
+    broken: Arc<AtomicBool>,
+}
 
-    async fn create(&self) -> Result<Conn, RedisError> {
+impl Conn {
+    /// Keeps this connection from being handed out again.
+    pub(crate) fn mark_broken(&self) {
+        self.broken.store(true, Ordering::Release);
+    }
+
+    /// The flag [`mark_broken`](Self::mark_broken) sets, for a caller that
+    /// must set it after the handle is gone (a timed-out operation).
+    pub(crate) fn broken_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.broken)
+    }
+}
+
+/// A connection as a slot holds it.
+#[derive(Clone)]
+struct Live {
+    link: Link,
+    epoch: u64,
+    broken: Arc<AtomicBool>,
+}
+
+#[derive(Default)]
+struct Slot {
+    live: Mutex<Option<Live>>,
+    /// Held while the slot connects, so concurrent operations on an empty
+    /// slot open one connection, not one each.
+    connecting: tokio::sync::Mutex<()>,
+}
+
+/// The slots and the epoch that retires their connections.
+pub(crate) struct Pool {
+    target: Target,
+    slots: Box<[Slot]>,
+    next: AtomicUsize,
+    epoch: AtomicU64,
+}
+
+impl Pool {
+    /// `size` slots (at least one) for `target`; connects lazily.
+    pub(crate) fn new(target: Target, size: usize) -> Self {
+        Self {
+            target,
+            slots: (0..size.max(1)).map(|_| Slot::default()).collect(),
+            next: AtomicUsize::new(0),
+            epoch: AtomicU64::new(0),
+        }
+    }
+
+    /// Retires every connection opened so far.
+    pub(crate) fn retire_all(&self) {
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A handle on the next slot's connection, opening one when the slot is
+    /// empty or its connection is retired or broken.
+    ///
+    /// # Errors
+    /// The driver's error when a connection cannot be opened.
+    pub(crate) async fn get(&self) -> Result<Conn, RedisError> {
+        let index = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
+        let slot = &self.slots[index];
+        if let Some(conn) = self.usable(slot) {
+            return Ok(conn);
+        }
+        let _connecting = slot.connecting.lock().await;
+        // Another operation may have connected while this one waited.
+        if let Some(conn) = self.usable(slot) {
+            return Ok(conn);
+        }
         let epoch = self.epoch.load(Ordering::Acquire);
         let link = match &self.target {
             Target::Single { client, config } => Link::Single(
@@ -110,24 +159,65 @@ impl managed::Manager for Manager {
             ),
             Target::Cluster { client } => Link::Cluster(client.get_async_connection().await?),
         };
-        Ok(Conn {
+        let live = Live {
             link,
             epoch,
             broken: Arc::new(AtomicBool::new(false)),
-        })
+        };
+        let conn = Conn {
+            link: live.link.clone(),
+            broken: Arc::clone(&live.broken),
+        };
+        *lock(&slot.live) = Some(live);
+        Ok(conn)
     }
 
-    async fn recycle(&self, conn: &mut Conn, _: &Metrics) -> RecycleResult<RedisError> {
-        if conn.broken.load(Ordering::Acquire) {
-            Err(RecycleError::message("a request on it timed out; replaced"))
-        } else if conn.epoch != self.epoch.load(Ordering::Acquire) {
-            Err(RecycleError::message(
-                "opened before a connection failure; replaced",
-            ))
-        } else {
-            Ok(())
+    fn usable(&self, slot: &Slot) -> Option<Conn> {
+        let live = lock(&slot.live);
+        let live = live.as_ref()?;
+        if live.broken.load(Ordering::Acquire) || live.epoch != self.epoch.load(Ordering::Acquire) {
+            return None;
         }
+        Some(Conn {
+            link: live.link.clone(),
+            broken: Arc::clone(&live.broken),
+        })
     }
 }
 
-pub(crate) type Pool = managed::Pool<Manager>;
+/// The slot's state is a plain value: a panic elsewhere cannot leave it
+/// half-written, so a poisoned lock is still good.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn unreachable_pool(size: usize) -> Pool {
+        // Port 1 on loopback: nothing listens, connecting fails at once.
+        let client = Client::open("redis://127.0.0.1:1").unwrap();
+        Pool::new(
+            Target::Single {
+                client,
+                config: AsyncConnectionConfig::new(),
+            },
+            size,
+        )
+    }
+
+    #[tokio::test]
+    async fn a_failed_connect_leaves_the_slot_empty() {
+        let pool = unreachable_pool(2);
+        assert!(pool.get().await.is_err());
+        assert!(pool.slots.iter().all(|slot| lock(&slot.live).is_none()));
+    }
+
+    #[test]
+    fn a_zero_size_still_has_one_slot() {
+        assert_eq!(unreachable_pool(0).slots.len(), 1);
+    }
+}

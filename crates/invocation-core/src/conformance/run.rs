@@ -32,8 +32,8 @@ pub async fn first_create_sets_the_run_state(h: &dyn StoreHarness) {
     let clock = h.clock();
     let run = fresh_run_id();
     assert_eq!(store.run_state(&run).await.unwrap(), None);
-    let t0 = clock.now();
     let mut first = new_invocation(clock.as_ref(), &run, "c1", "tool_a", "one");
+    let t0 = first.created_at;
     first.run.max_duration = Some(Duration::from_secs(60));
     first.run.owner = Some("alice".to_owned());
     let created = store.create(first).await.unwrap();
@@ -75,8 +75,8 @@ pub async fn run_deadline_refuses_later_creates(h: &dyn StoreHarness) {
     let store = h.store();
     let clock = h.clock();
     let run = fresh_run_id();
-    let t0 = clock.now();
     let mut first = new_invocation(clock.as_ref(), &run, "c1", "tool_a", "one");
+    let t0 = first.created_at;
     first.run.max_duration = Some(Duration::from_secs(10));
     store.create(first).await.unwrap();
 

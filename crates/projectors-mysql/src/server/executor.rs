@@ -18,6 +18,24 @@ use crate::{
 };
 use invocation_core::redact::connection_url;
 
+/// The kills of cancelled statements still on their way, process-wide (see
+/// [`drain_kills`]).
+static KILLS: std::sync::LazyLock<tokio_util::task::TaskTracker> =
+    std::sync::LazyLock::new(tokio_util::task::TaskTracker::new);
+
+/// Waits until every kill of a cancelled statement (a call whose future was
+/// dropped while its statement ran) has been sent to the server, or given up
+/// (each is bounded by the connect timeout and a short grace).
+///
+/// A kill runs on a task of its own; a process that exits before it ran
+/// leaves the statement running on the server. A server calls this after it
+/// dropped the calls it abandons, before it exits.
+pub async fn drain_kills() {
+    KILLS.close();
+    KILLS.wait().await;
+    KILLS.reopen();
+}
+
 /// How long a statement killed at the client timeout may take to hand its
 /// connection back before it is abandoned to the pool.
 const KILL_GRACE: Duration = Duration::from_secs(2);
@@ -423,12 +441,15 @@ impl Drop for KillOnDrop {
             Ok(runtime) => {
                 let (pool, connection_id, connect_timeout) =
                     (self.pool.clone(), self.connection_id, self.connect_timeout);
-                runtime.spawn(async move {
-                    kill(&pool, connection_id, connect_timeout).await;
-                    // The connection may be mid-result: close it rather than
-                    // hand it to the next call.
-                    let _ = tokio::time::timeout(KILL_GRACE, conn.disconnect()).await;
-                });
+                KILLS.spawn_on(
+                    async move {
+                        kill(&pool, connection_id, connect_timeout).await;
+                        // The connection may be mid-result: close it rather than
+                        // hand it to the next call.
+                        let _ = tokio::time::timeout(KILL_GRACE, conn.disconnect()).await;
+                    },
+                    &runtime,
+                );
             }
             Err(_) => tracing::warn!(
                 connection_id = self.connection_id,

@@ -1,0 +1,319 @@
+//! Property: for arbitrary interleavings of calls (duplicate ids included),
+//! futures dropped at any await point, store writes that stall or lose their
+//! answer, processes killed mid-call and recovery, no record stays
+//! PROJECTING once every process has finished or been recovered, and no
+//! executor runs twice for one (run, tool_call_id).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aci_contracts::{ErrorCode, InvocationStatus, RunId, Timestamp, ToolCallId};
+use async_trait::async_trait;
+use invocation_core::testing::fake::{FakeExecutor, FakeProjector, FakeRaw, FakeRequest, words};
+use invocation_core::{
+    Created, ExecutionContext, ExecutionError, Executor, Finalization, InvocationKey,
+    InvocationRecord, InvocationStore, NewInvocation, RecordFields, RunContext, RunState,
+    ScopeFingerprint, ScopeIndex, Settled, StoreError, ToolBoundary, ToolEnvelope, ToolSpec,
+    Unsettled,
+};
+use proptest::prelude::*;
+use store_memory::MemoryStore;
+
+/// What the store does to one write.
+#[derive(Debug, Clone, Copy)]
+enum Fault {
+    Answer,
+    Stall,
+    ApplyThenLose,
+    LoseBeforeApplying,
+}
+
+fn fault() -> impl Strategy<Value = Fault> {
+    prop_oneof![
+        4 => Just(Fault::Answer),
+        1 => Just(Fault::Stall),
+        1 => Just(Fault::ApplyThenLose),
+        1 => Just(Fault::LoseBeforeApplying),
+    ]
+}
+
+/// The memory store, each write subject to the next planned fault.
+#[derive(Debug)]
+struct Faulty {
+    inner: MemoryStore,
+    plan: Mutex<Vec<Fault>>,
+}
+
+impl Faulty {
+    fn next(&self) -> Fault {
+        self.plan.lock().unwrap().pop().unwrap_or(Fault::Answer)
+    }
+}
+
+fn lost() -> StoreError {
+    StoreError::unavailable(std::io::Error::other("reply lost"))
+}
+
+async fn stall() {
+    tokio::time::sleep(Duration::from_millis(2)).await;
+}
+
+#[async_trait]
+impl InvocationStore for Faulty {
+    async fn create(&self, new: NewInvocation) -> Result<Created, StoreError> {
+        match self.next() {
+            Fault::Answer => self.inner.create(new).await,
+            Fault::Stall => {
+                stall().await;
+                self.inner.create(new).await
+            }
+            Fault::ApplyThenLose => {
+                let _ = self.inner.create(new).await;
+                stall().await;
+                Err(lost())
+            }
+            Fault::LoseBeforeApplying => Err(lost()),
+        }
+    }
+    async fn finalize(&self, key: &InvocationKey, f: Finalization) -> Result<(), StoreError> {
+        match self.next() {
+            Fault::Answer => self.inner.finalize(key, f).await,
+            Fault::Stall => {
+                stall().await;
+                self.inner.finalize(key, f).await
+            }
+            Fault::ApplyThenLose => {
+                let _ = self.inner.finalize(key, f).await;
+                stall().await;
+                Err(lost())
+            }
+            Fault::LoseBeforeApplying => Err(lost()),
+        }
+    }
+    async fn settle(
+        &self,
+        call: &Unsettled,
+        code: ErrorCode,
+        at: Timestamp,
+    ) -> Result<Settled, StoreError> {
+        match self.next() {
+            Fault::LoseBeforeApplying => Err(lost()),
+            Fault::Stall => {
+                stall().await;
+                self.inner.settle(call, code, at).await
+            }
+            _ => self.inner.settle(call, code, at).await,
+        }
+    }
+    async fn run_state(&self, run_id: &RunId) -> Result<Option<RunState>, StoreError> {
+        self.inner.run_state(run_id).await
+    }
+    async fn get(
+        &self,
+        key: &InvocationKey,
+        fields: RecordFields,
+    ) -> Result<Option<InvocationRecord>, StoreError> {
+        self.inner.get(key, fields).await
+    }
+    async fn list(
+        &self,
+        run_id: &RunId,
+        fields: RecordFields,
+    ) -> Result<Vec<InvocationRecord>, StoreError> {
+        self.inner.list(run_id, fields).await
+    }
+    async fn scope_index(
+        &self,
+        run_id: &RunId,
+        fingerprint: &ScopeFingerprint,
+    ) -> Result<ScopeIndex, StoreError> {
+        self.inner.scope_index(run_id, fingerprint).await
+    }
+    async fn remaining_ttl(&self, key: &InvocationKey) -> Result<Option<Duration>, StoreError> {
+        self.inner.remaining_ttl(key).await
+    }
+}
+
+/// Counts executions per tool call id around the fake executor.
+#[derive(Debug, Clone, Default)]
+struct PerId {
+    inner: FakeExecutor,
+    runs: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+#[async_trait]
+impl Executor for PerId {
+    type Request = FakeRequest;
+    type Raw = FakeRaw;
+    async fn execute(
+        &self,
+        request: &FakeRequest,
+        context: &ExecutionContext,
+    ) -> Result<FakeRaw, ExecutionError> {
+        *self
+            .runs
+            .lock()
+            .unwrap()
+            .entry(context.tool_call_id.to_string())
+            .or_default() += 1;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        self.inner.execute(request, context).await
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Call {
+    /// From a small set, so duplicates happen.
+    id: u8,
+    /// Drop the call's future after this many microseconds.
+    drop_after: Option<u64>,
+    /// Run it in a process that is killed mid-call.
+    killed: bool,
+}
+
+fn calls() -> impl Strategy<Value = Vec<Call>> {
+    prop::collection::vec(
+        (
+            0_u8..6,
+            prop::option::of(0_u64..4_000),
+            prop::bool::weighted(0.15),
+        )
+            .prop_map(|(id, drop_after, killed)| Call {
+                id,
+                drop_after,
+                killed,
+            }),
+        1..10,
+    )
+}
+
+async fn invoke(boundary: &ToolBoundary, ctx: &RunContext, call: &Call) {
+    let id = format!("c{}", call.id);
+    let envelope = ToolEnvelope::new(&id, ctx.run_id.as_str(), "fake", words(&id));
+    match call.drop_after {
+        Some(micros) => {
+            tokio::select! {
+                _ = boundary.invoke(ctx, envelope) => {}
+                () = tokio::time::sleep(Duration::from_micros(micros)) => {}
+            }
+        }
+        None => {
+            boundary.invoke(ctx, envelope).await;
+        }
+    }
+}
+
+fn boundary(store: &Arc<Faulty>, executor: &PerId) -> ToolBoundary {
+    let executor = executor.clone();
+    let projector = FakeProjector::default();
+    ToolBoundary::builder(Arc::clone(store) as Arc<dyn InvocationStore>)
+        .tool(ToolSpec::new("fake", "A fake tool.", executor, projector).read_only(true))
+        .build()
+        .unwrap()
+}
+
+fn check(plan: Vec<Fault>, calls: Vec<Call>) -> Result<(), TestCaseError> {
+    static RUN: AtomicUsize = AtomicUsize::new(0);
+    let store = Arc::new(Faulty {
+        inner: MemoryStore::new(),
+        plan: Mutex::new(plan),
+    });
+    let executor = PerId::default();
+    let run = RunId::new(format!("prop-{}", RUN.fetch_add(1, Ordering::SeqCst))).unwrap();
+    let ctx = RunContext::new(run.clone());
+
+    // Killed processes: each on a runtime of its own that dies mid-call, so
+    // nothing of it runs again (its guards cannot settle anything).
+    for call in calls.iter().filter(|c| c.killed) {
+        let (b, ctx, call) = (boundary(&store, &executor), ctx.clone(), call.clone());
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let _ = tokio::time::timeout(Duration::from_micros(1_500), invoke(&b, &ctx, &call))
+                    .await;
+            });
+            runtime.shutdown_background();
+        })
+        .join()
+        .unwrap();
+    }
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let live = boundary(&store, &executor);
+        let mut tasks = Vec::new();
+        for call in calls.iter().filter(|c| !c.killed) {
+            let (b, ctx, call) = (live.clone(), ctx.clone(), call.clone());
+            tasks.push(tokio::spawn(async move { invoke(&b, &ctx, &call).await }));
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        tokio::time::timeout(Duration::from_secs(30), live.drain_abandoned())
+            .await
+            .expect("settlements finish");
+        // Only killed processes may have left a record PROJECTING.
+        let killed: Vec<String> = calls
+            .iter()
+            .filter(|c| c.killed)
+            .map(|c| format!("c{}", c.id))
+            .collect();
+        for record in store.list(&run, RecordFields::Metadata).await.unwrap() {
+            if record.status == InvocationStatus::Projecting {
+                let id = record.key.tool_call_id.to_string();
+                prop_assert!(
+                    killed.contains(&id),
+                    "{id} left PROJECTING by a live process"
+                );
+            }
+        }
+        // What killed processes left is recovered (nothing live remains), by
+        // a later process that finds the store healthy again.
+        let healthy: Arc<dyn InvocationStore> = Arc::new(store.inner.clone());
+        invocation_core::Journal::new(healthy, Arc::new(invocation_core::SystemClock))
+            .recover_run(&run, Duration::ZERO)
+            .await
+            .unwrap();
+        for record in store.list(&run, RecordFields::Metadata).await.unwrap() {
+            prop_assert_ne!(
+                record.status,
+                InvocationStatus::Projecting,
+                "{:?}",
+                record.key
+            );
+        }
+        for id in 0..6 {
+            let key = InvocationKey::new(run.clone(), ToolCallId::new(format!("c{id}")).unwrap());
+            if let Some(record) = store.get(&key, RecordFields::Metadata).await.unwrap() {
+                prop_assert_ne!(record.status, InvocationStatus::Projecting);
+            }
+        }
+        for (id, runs) in executor.runs.lock().unwrap().iter() {
+            prop_assert!(*runs <= 1, "{id} ran {runs} times");
+        }
+        Ok(())
+    })
+}
+
+proptest! {
+    #![proptest_config(testkit::proptest_config_with_default(24))]
+
+    #[test]
+    fn no_record_stays_projecting_and_nothing_runs_twice(
+        plan in prop::collection::vec(fault(), 0..24),
+        calls in calls(),
+    ) {
+        check(plan, calls)?;
+    }
+}

@@ -1,0 +1,133 @@
+//! `[logs]`: which files hold which topic, in which format.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use aci_contracts::LogTopic;
+use serde::Deserialize;
+
+/// The `[logs]` configuration section.
+///
+/// ```toml
+/// [logs]
+/// max_raw_events = 200            # most recent matches kept per call
+/// [logs.topics.APPLICATION]
+/// dir = "/var/log/order-service"  # every file must be inside this directory
+/// files = ["app.log*"]            # file-name globs inside `dir` (rotated, .gz)
+/// format = "json_lines"           # json_lines | logfmt | syslog | mysql_slow
+/// time_key = "ts"                 # json_lines/logfmt: default timestamp|time|ts|@timestamp
+/// level_key = "level"             # default level|severity|lvl
+/// message_key = "msg"             # default message|msg
+/// timestamp = "rfc3339"           # rfc3339 | epoch_seconds | epoch_millis | a strftime layout
+/// time_zone = "+02:00"            # for times without an offset: UTC (default) or ±HH:MM
+/// ```
+///
+/// With no topic configured the embedded mock stays the log source. Unknown
+/// keys are refused.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogsConfig {
+    /// The files of each topic; a topic left out is `DATA_SOURCE_UNKNOWN`.
+    #[serde(default)]
+    pub topics: BTreeMap<LogTopic, TopicConfig>,
+    /// Most matched events returned to the projector per call, the most
+    /// recent ones (default 200); `match_count` still counts all.
+    #[serde(default)]
+    pub max_raw_events: Option<usize>,
+}
+
+impl LogsConfig {
+    /// Whether any topic has files (otherwise the mock is the source).
+    #[must_use]
+    pub fn is_configured(&self) -> bool {
+        !self.topics.is_empty()
+    }
+}
+
+/// One topic's files.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopicConfig {
+    /// The directory that holds the files. Nothing outside it is opened:
+    /// globs match file names in it, and a symlink whose target leaves it is
+    /// refused.
+    pub dir: PathBuf,
+    /// File-name globs (`*`, `?`, `[...]`, `{a,b}`) matched against the names
+    /// of the files directly in `dir`; no `/`, no `..`. Each must match at
+    /// least one file when a query runs. Names ending in `.gz` (or starting
+    /// with the gzip magic) are decompressed.
+    pub files: Vec<String>,
+    /// How each file is written.
+    pub format: LogFormat,
+    /// JSON lines / logfmt: the key of the time.
+    #[serde(default)]
+    pub time_key: Option<String>,
+    /// JSON lines / logfmt: the key of the level.
+    #[serde(default)]
+    pub level_key: Option<String>,
+    /// JSON lines / logfmt: the key of the message.
+    #[serde(default)]
+    pub message_key: Option<String>,
+    /// JSON lines / logfmt: how the time is written (default `rfc3339`).
+    #[serde(default)]
+    pub timestamp: Option<String>,
+    /// The zone of times written without an offset (layouts without `%z`,
+    /// RFC 3164 syslog, MariaDB's `# Time: YYMMDD`): `UTC` or `±HH:MM`.
+    #[serde(default)]
+    pub time_zone: Option<String>,
+}
+
+/// A file format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum LogFormat {
+    /// One JSON object per line.
+    JsonLines,
+    /// `key=value key="quoted value"` per line.
+    Logfmt,
+    /// RFC 3164 or RFC 5424 syslog lines (with or without `<PRI>`).
+    Syslog,
+    /// The MariaDB/MySQL slow query log (multi-line entries).
+    MysqlSlow,
+}
+
+impl LogFormat {
+    /// Whether one event is one line (the window can be found by seeking).
+    #[must_use]
+    pub const fn is_line_based(self) -> bool {
+        !matches!(self, Self::MysqlSlow)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_refuses_unknown_keys() {
+        let config: LogsConfig = toml_like(
+            r#"{"topics": {"APPLICATION": {"dir": "/x", "files": ["a*"], "format": "json_lines"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            config.topics[&LogTopic::Application].format,
+            LogFormat::JsonLines
+        );
+        assert!(toml_like(r#"{"topics": {}, "bogus": 1}"#).is_err());
+        assert!(
+            toml_like(r#"{"topics": {"NOPE": {"dir": "/x", "files": [], "format": "syslog"}}}"#)
+                .is_err()
+        );
+        assert!(
+            toml_like(
+                r#"{"topics": {"APPLICATION": {"dir": "/x", "files": [], "format": "syslog", "path": "/etc"}}}"#
+            )
+            .is_err()
+        );
+    }
+
+    fn toml_like(json: &str) -> serde_json::Result<LogsConfig> {
+        serde_json::from_str(json)
+    }
+}

@@ -1,0 +1,158 @@
+//! The query's words, and a byte prefilter that never misses a match.
+//!
+//! An event matches when every whitespace-separated word of the query occurs
+//! in its message, ignoring case (Unicode lowercase), as in the mock source.
+//!
+//! Parsing every line would cost far more than searching bytes, so lines are
+//! first searched for one word (the longest all-ASCII one), ASCII
+//! case-insensitively, with `regex` (bytes, no Unicode: its SIMD literal
+//! search, as ripgrep's); only lines with a hit are parsed
+//! and matched exactly. The prefilter must be a superset of the matches, so
+//! it also hits on whatever could hide the word from a byte search:
+//!
+//! - the only non-ASCII characters whose lowercase contains ASCII letters,
+//!   `İ` (U+0130, lowercases to `i̇`) and `K` (U+212A KELVIN SIGN, to `k`),
+//!   when the word has an `i` or a `k`;
+//! - JSON's `\uXXXX` escapes (any character may be written so), and any
+//!   backslash when the word has a character JSON or logfmt escapes (`"`,
+//!   `\`, `/`, control characters).
+//!
+//! Without an all-ASCII word (or for the slow log, whose message is masked)
+//! every entry is parsed.
+
+use regex::bytes::{Regex, RegexBuilder};
+
+use super::formats::Escapes;
+
+/// The words of one query and the prefilter.
+#[derive(Debug, Clone)]
+pub(crate) struct Matcher {
+    words: Vec<String>,
+    prefilter: Option<Prefilter>,
+}
+
+/// The needle alone, and with the alternatives that may hide it; a chunk of
+/// lines without a byte that starts an alternative is searched for the
+/// needle alone (a single case-insensitive literal, the fastest search).
+#[derive(Debug, Clone)]
+pub(crate) struct Prefilter {
+    needle: Regex,
+    full: Regex,
+    /// Whether the alternatives include U+0130 / U+212A (first bytes C4, E2).
+    special: bool,
+    /// Whether the alternatives include a backslash escape.
+    escape: bool,
+}
+
+impl Prefilter {
+    /// The search to run over `chunk`.
+    pub(crate) fn for_chunk(&self, chunk: &[u8]) -> &Regex {
+        let special = self.special && memchr::memchr2(0xc4, 0xe2, chunk).is_some();
+        let escape = self.escape && memchr::memchr(b'\\', chunk).is_some();
+        if special || escape {
+            &self.full
+        } else {
+            &self.needle
+        }
+    }
+}
+
+impl Matcher {
+    pub(crate) fn new(query: &str, escapes: Option<Escapes>) -> Self {
+        let words: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
+        let prefilter = escapes.and_then(|escapes| prefilter(&words, escapes));
+        Self { words, prefilter }
+    }
+
+    /// The prefilter, when lines may be skipped without parsing.
+    pub(crate) const fn prefilter(&self) -> Option<&Prefilter> {
+        self.prefilter.as_ref()
+    }
+
+    /// Whether `message` has every word, ignoring case.
+    pub(crate) fn matches(&self, message: &str) -> bool {
+        if self.words.is_empty() {
+            return true;
+        }
+        let lower = message.to_lowercase();
+        self.words.iter().all(|w| lower.contains(w.as_str()))
+    }
+}
+
+fn prefilter(words: &[String], escapes: Escapes) -> Option<Prefilter> {
+    let needle = words
+        .iter()
+        .filter(|w| w.is_ascii() && !w.is_empty())
+        .max_by_key(|w| w.len())?;
+    let mut patterns: Vec<String> = vec![regex::escape(needle)];
+    let special = needle.contains(['i', 'k']);
+    if special {
+        // U+0130 and U+212A in UTF-8.
+        patterns.push(r"\xC4\xB0".to_owned());
+        patterns.push(r"\xE2\x84\xAA".to_owned());
+    }
+    let escapable = needle
+        .bytes()
+        .any(|b| matches!(b, b'"' | b'\\' | b'/') || b < 0x20 || b == 0x7f);
+    match escapes {
+        Escapes::None => {}
+        Escapes::Backslash if escapable => patterns.push(r"\\".to_owned()),
+        Escapes::Backslash => {}
+        Escapes::Json if escapable => patterns.push(r"\\".to_owned()),
+        Escapes::Json => patterns.push(r"\\u".to_owned()),
+    }
+    let escape = patterns.len() > 1 + 2 * usize::from(special);
+    let build = |pattern: &str| {
+        RegexBuilder::new(pattern)
+            .case_insensitive(true)
+            .unicode(false)
+            .build()
+            .ok()
+    };
+    Some(Prefilter {
+        needle: build(&patterns[0])?,
+        full: build(&patterns.join("|"))?,
+        special,
+        escape,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hits(m: &Matcher, line: &str) -> bool {
+        m.prefilter()
+            .is_none_or(|p| p.for_chunk(line.as_bytes()).is_match(line.as_bytes()))
+    }
+
+    #[test]
+    fn words_in_any_order_ignoring_case() {
+        let m = Matcher::new("pool  TIMEOUT", Some(Escapes::Json));
+        assert!(m.matches("HikariPool-1 timed out: Timeout"));
+        assert!(!m.matches("HikariPool-1 timed out"));
+        assert!(m.matches("timeout in pool"));
+        let m = Matcher::new("ÉCHEC", Some(Escapes::None));
+        assert!(m.prefilter().is_none());
+        assert!(m.matches("un échec"));
+    }
+
+    #[test]
+    fn prefilter_is_a_superset() {
+        let m = Matcher::new("kill", Some(Escapes::None));
+        for message in ["KILL", "\u{212a}ill", "\u{130}"] {
+            if m.matches(message) {
+                assert!(hits(&m, message), "{message}");
+            }
+        }
+        assert!(m.matches("\u{212a}ill"));
+        let m = Matcher::new("timeout", Some(Escapes::Json));
+        // `\u0074` is `t`.
+        let line = r#"{"msg":"\u0074imeout"}"#;
+        assert!(hits(&m, line));
+        let m = Matcher::new("a/b", Some(Escapes::Json));
+        assert!(hits(&m, r#"{"msg":"a\/b"}"#));
+        let m = Matcher::new("\"x\"", Some(Escapes::Backslash));
+        assert!(hits(&m, r#"msg="say \"x\"""#));
+    }
+}

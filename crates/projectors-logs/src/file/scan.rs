@@ -1,0 +1,780 @@
+//! Searching a topic's files for one window: window location, sequential
+//! reads with large buffers, the prefilter, bounded collection.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use aci_contracts::Timestamp;
+use flate2::read::MultiGzDecoder;
+use memchr::{memchr, memrchr};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::formats::LineParser;
+use super::matcher::Matcher;
+use super::paths::LogFile;
+use super::slowlog::{Finished, SlowLogParser};
+use super::time::TimeRule;
+use crate::{LogQuery, RawLogEvent};
+use invocation_core::json_size::escaped_prefix;
+
+/// Bytes read per `read` call.
+const CHUNK: usize = 2 * 1024 * 1024;
+/// Bytes read around a probe of the window search.
+const PROBE: usize = 64 * 1024;
+/// Bytes of one event's message kept in the raw record (JSON-escaped).
+pub(crate) const MAX_RAW_MESSAGE_BYTES: usize = 2048;
+
+/// What the scan did, for the harness (recorded in the raw response).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScanStats {
+    /// Files read (all or a window of them).
+    pub files_searched: u64,
+    /// Files skipped whole because their time range is outside the window.
+    pub files_skipped: u64,
+    /// Files read from the start because they are not in time order (or too
+    /// small to be worth seeking).
+    pub files_full_scan: u64,
+    /// Bytes read (decompressed bytes for gzip).
+    pub bytes_read: u64,
+    /// Lines (or slow log entries) that were parsed and did not parse.
+    pub unparsed: u64,
+    /// Lines longer than the longest kept line, skipped.
+    pub overlong_lines: u64,
+}
+
+/// The scan's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Settings {
+    pub(crate) max_raw_events: usize,
+    /// Plain files at least this long are searched for the window.
+    pub(crate) seek_threshold: u64,
+    /// How far out of order lines may be and still be found.
+    pub(crate) slack_ms: i64,
+}
+
+/// Set when the caller stopped waiting (the tool timed out or was dropped).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Cancel(Arc<AtomicBool>);
+
+impl Cancel {
+    pub(crate) fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    fn check(&self) -> Result<(), ScanError> {
+        if self.0.load(Ordering::Relaxed) {
+            Err(ScanError::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// Why a scan stopped without a result.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ScanError {
+    #[error("a configured log file cannot be read")]
+    Io(#[source] io::Error),
+    #[error("the search was cancelled")]
+    Cancelled,
+}
+
+impl From<io::Error> for ScanError {
+    fn from(error: io::Error) -> Self {
+        Self::Io(error)
+    }
+}
+
+/// A kept event, ordered by time then by the order it was found.
+struct Kept {
+    at: Timestamp,
+    seq: u64,
+    event: RawLogEvent,
+}
+
+impl PartialEq for Kept {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Kept {}
+impl PartialOrd for Kept {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Kept {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+/// The most recent `cap` matches and the count of all.
+pub(crate) struct Collector {
+    cap: usize,
+    heap: BinaryHeap<Reverse<Kept>>,
+    matches: u64,
+    seq: u64,
+}
+
+impl Collector {
+    pub(crate) fn new(cap: usize) -> Self {
+        Self {
+            cap: cap.max(1),
+            heap: BinaryHeap::new(),
+            matches: 0,
+            seq: 0,
+        }
+    }
+
+    fn push(&mut self, mut event: RawLogEvent) {
+        self.matches += 1;
+        self.seq += 1;
+        let at = event.timestamp;
+        if self.heap.len() >= self.cap {
+            match self.heap.peek() {
+                Some(Reverse(min)) if (min.at, min.seq) < (at, self.seq) => {
+                    self.heap.pop();
+                }
+                _ => return,
+            }
+        }
+        let (kept, cut) = escaped_prefix(&event.message, MAX_RAW_MESSAGE_BYTES);
+        if cut {
+            event.message = kept.to_owned();
+            event
+                .fields
+                .insert("message_truncated".to_owned(), Value::Bool(true));
+        }
+        self.heap.push(Reverse(Kept {
+            at,
+            seq: self.seq,
+            event,
+        }));
+    }
+
+    fn absorb(&mut self, other: Self) {
+        let matches = self.matches + other.matches;
+        let mut kept: Vec<Kept> = other.heap.into_iter().map(|Reverse(k)| k).collect();
+        kept.sort();
+        for k in kept {
+            self.push(k.event);
+        }
+        self.matches = matches;
+    }
+
+    /// The kept events oldest first, and the count of all matches.
+    pub(crate) fn finish(self) -> (Vec<RawLogEvent>, u64) {
+        let mut kept: Vec<Kept> = self.heap.into_iter().map(|Reverse(k)| k).collect();
+        kept.sort();
+        (kept.into_iter().map(|k| k.event).collect(), self.matches)
+    }
+}
+
+/// How a topic's events are read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Reader {
+    /// One event per line.
+    Lines(LineParser),
+    /// The slow query log.
+    Slow(TimeRule),
+}
+
+/// One search: the query, the matcher, the window with slack.
+struct Search<'a> {
+    reader: &'a Reader,
+    matcher: &'a Matcher,
+    query: &'a LogQuery,
+    settings: Settings,
+    cancel: &'a Cancel,
+}
+
+fn is_gzip(file: &mut File) -> io::Result<bool> {
+    let mut magic = [0_u8; 2];
+    let n = file.read(&mut magic)?;
+    file.seek(SeekFrom::Start(0))?;
+    Ok(n == 2 && magic == [0x1f, 0x8b])
+}
+
+/// Searches `files` (already resolved) for `query`.
+pub(crate) fn search(
+    files: &[LogFile],
+    reader: &Reader,
+    query: &LogQuery,
+    settings: Settings,
+    cancel: &Cancel,
+) -> Result<(Collector, ScanStats), ScanError> {
+    let escapes = match reader {
+        Reader::Lines(parser) => Some(parser.escapes()),
+        Reader::Slow(_) => None,
+    };
+    let matcher = Matcher::new(&query.query, escapes);
+    let search = Search {
+        reader,
+        matcher: &matcher,
+        query,
+        settings,
+        cancel,
+    };
+    let mut stats = ScanStats::default();
+    // First times, for skipping compressed rotations by the next file's start.
+    let mut opened = Vec::with_capacity(files.len());
+    for file in files {
+        cancel.check()?;
+        let mut handle = File::open(&file.path)?;
+        let gzip = is_gzip(&mut handle)?;
+        let first = search.first_time(&mut handle, gzip)?;
+        opened.push((file, handle, gzip, first));
+    }
+    opened
+        .sort_by_key(|(file, _, _, first)| (first.map(Timestamp::unix_millis), file.name.clone()));
+    let starts: Vec<Option<Timestamp>> = opened.iter().map(|o| o.3).collect();
+    let mut all = Collector::new(settings.max_raw_events);
+    for (index, (file, handle, gzip, first)) in opened.into_iter().enumerate() {
+        cancel.check()?;
+        let next_start = starts.get(index + 1).copied().flatten();
+        let collected = search.file(file, handle, gzip, first, next_start, &mut stats)?;
+        if let Some(collected) = collected {
+            all.absorb(collected);
+        }
+    }
+    Ok((all, stats))
+}
+
+impl Search<'_> {
+    fn lo(&self) -> i64 {
+        self.query.start.unix_millis() - self.settings.slack_ms
+    }
+
+    fn hi(&self) -> i64 {
+        self.query.end.unix_millis() + self.settings.slack_ms
+    }
+
+    /// The time of the first line (or entry) that parses, within the first
+    /// probe's bytes; `None` when there is none there.
+    fn first_time(&self, file: &mut File, gzip: bool) -> Result<Option<Timestamp>, ScanError> {
+        let mut buf = vec![0_u8; PROBE];
+        let n = if gzip {
+            read_full(&mut MultiGzDecoder::new(&mut *file), &mut buf)
+        } else {
+            read_full(file, &mut buf)
+        };
+        file.seek(SeekFrom::Start(0))?;
+        // A corrupt gzip header shows when the file is read.
+        let Ok(n) = n else { return Ok(None) };
+        let buf = &buf[..n];
+        Ok(match self.reader {
+            Reader::Lines(parser) => {
+                first_parsed(parser, buf, false, self.query.end).map(|(_, t)| t)
+            }
+            Reader::Slow(rule) => {
+                let mut slow = SlowLogParser::new(rule.clone());
+                let mut found = None;
+                for line in buf.split(|b| *b == b'\n') {
+                    if let Some(Finished::Event(e)) = slow.line(strip_cr(line)) {
+                        found = Some(e.timestamp);
+                        break;
+                    }
+                }
+                found
+            }
+        })
+    }
+
+    /// Searches one file; `None` when it was skipped by its time range.
+    fn file(
+        &self,
+        file: &LogFile,
+        mut handle: File,
+        gzip: bool,
+        first: Option<Timestamp>,
+        next_start: Option<Timestamp>,
+        stats: &mut ScanStats,
+    ) -> Result<Option<Collector>, ScanError> {
+        let field = Value::String(file.name.clone());
+        let size = handle.metadata()?.len();
+        // Skipped whole when its time range is outside the window: it starts
+        // after the window, or it ends before it (a plain file's last line;
+        // for a compressed rotation, the start of the next newer file).
+        let starts_after = (gzip || size >= self.settings.seek_threshold)
+            && first.is_some_and(|f| f.unix_millis() > self.hi());
+        let ends_before = match (self.reader, gzip) {
+            (Reader::Lines(parser), false) if size >= self.settings.seek_threshold => {
+                last_time(&mut handle, size, parser, self.query.end)?
+                    .is_some_and(|last| last.unix_millis() < self.lo())
+            }
+            // A small plain file is read whole: cheap, and right even when
+            // it is not in time order.
+            (_, false) => false,
+            _ => first.is_some() && next_start.is_some_and(|n| n.unix_millis() < self.lo()),
+        };
+        if starts_after || ends_before {
+            stats.files_skipped += 1;
+            return Ok(None);
+        }
+        stats.files_searched += 1;
+        if let (Reader::Lines(parser), false) = (self.reader, gzip)
+            && size >= self.settings.seek_threshold
+        {
+            if let Some(collected) = self.seek_window(&mut handle, size, parser, stats, &field)? {
+                return Ok(Some(collected));
+            }
+            // Out of order: what was found may be incomplete. Read it all.
+            handle.seek(SeekFrom::Start(0))?;
+        }
+        stats.files_full_scan += 1;
+        let mut collected = Collector::new(self.settings.max_raw_events);
+        let mut local = ScanStats::default();
+        match self.reader {
+            Reader::Lines(parser) => {
+                let window = Window {
+                    base: 0,
+                    skip_first: false,
+                    stop: u64::MAX,
+                    order_from: u64::MAX,
+                };
+                if gzip {
+                    let mut decoder =
+                        MultiGzDecoder::new(io::BufReader::with_capacity(CHUNK, handle));
+                    self.lines(
+                        &mut decoder,
+                        parser,
+                        window,
+                        &mut collected,
+                        &mut local,
+                        &field,
+                    )?;
+                } else {
+                    self.lines(
+                        &mut handle,
+                        parser,
+                        window,
+                        &mut collected,
+                        &mut local,
+                        &field,
+                    )?;
+                }
+            }
+            Reader::Slow(rule) => {
+                if gzip {
+                    let mut decoder =
+                        MultiGzDecoder::new(io::BufReader::with_capacity(CHUNK, handle));
+                    self.slow(&mut decoder, rule, &mut collected, &mut local, &field)?;
+                } else {
+                    self.slow(&mut handle, rule, &mut collected, &mut local, &field)?;
+                }
+            }
+        }
+        add(stats, local);
+        Ok(Some(collected))
+    }
+
+    /// Reads only the window of a plain file in time order; `None` when the
+    /// probes or a line show it is not in time order.
+    fn seek_window(
+        &self,
+        handle: &mut File,
+        size: u64,
+        parser: &LineParser,
+        stats: &mut ScanStats,
+        field: &Value,
+    ) -> Result<Option<Collector>, ScanError> {
+        let slack = self.settings.slack_ms;
+        let end = self.query.end;
+        let Some(start) = locate(handle, size, parser, self.lo(), end, slack)? else {
+            return Ok(None);
+        };
+        let Some(stop) = locate(handle, size, parser, self.hi() + 1, end, slack)? else {
+            return Ok(None);
+        };
+        let mut collected = Collector::new(self.settings.max_raw_events);
+        let mut local = ScanStats::default();
+        handle.seek(SeekFrom::Start(start.lo))?;
+        let window = Window {
+            base: start.lo,
+            skip_first: start.lo > 0,
+            stop: stop.first_at_or_after.unwrap_or(size),
+            order_from: start.lo + 2 * PROBE as u64,
+        };
+        if !self.lines(handle, parser, window, &mut collected, &mut local, field)? {
+            return Ok(None);
+        }
+        add(stats, local);
+        Ok(Some(collected))
+    }
+
+    fn keep(&self, mut event: RawLogEvent, collected: &mut Collector, file: &Value) {
+        let at = event.timestamp;
+        if self.query.start <= at && at <= self.query.end && self.matcher.matches(&event.message) {
+            event.fields.insert("file".to_owned(), file.clone());
+            collected.push(event);
+        }
+    }
+
+    /// Reads lines of `source` in the window; false when a line showed the
+    /// file is not in time order.
+    fn lines(
+        &self,
+        source: &mut impl Read,
+        parser: &LineParser,
+        window: Window,
+        collected: &mut Collector,
+        stats: &mut ScanStats,
+        file: &Value,
+    ) -> Result<bool, ScanError> {
+        let end = self.query.end;
+        let (lo, hi) = (self.lo(), self.hi());
+        let mut ordered = true;
+        let mut handle_line = |line: &[u8], offset: u64, stats: &mut ScanStats| {
+            let line = strip_cr(line);
+            if line.is_empty() {
+                return;
+            }
+            match parser.parse(line, end) {
+                Some(event) => {
+                    let at = event.timestamp.unix_millis();
+                    if (offset >= window.order_from && at < lo)
+                        || (offset < window.stop && at > hi && window.stop != u64::MAX)
+                    {
+                        ordered = false;
+                    }
+                    self.keep(event, collected, file);
+                }
+                None => stats.unparsed += 1,
+            }
+        };
+        let prefilter = self.matcher.prefilter();
+        read_chunks(
+            source,
+            window,
+            self.cancel,
+            stats,
+            |chunk, base, stats| match prefilter {
+                Some(prefilter) => {
+                    let automaton = prefilter.for_chunk(chunk);
+                    let mut pos = 0;
+                    while pos < chunk.len() {
+                        let Some(hit) = automaton.find(&chunk[pos..]) else {
+                            break;
+                        };
+                        let at = pos + hit.start();
+                        let start = memrchr(b'\n', &chunk[pos..at]).map_or(pos, |i| pos + i + 1);
+                        let end = memchr(b'\n', &chunk[at..]).map_or(chunk.len(), |i| at + i);
+                        handle_line(&chunk[start..end], base + start as u64, stats);
+                        pos = end + 1;
+                    }
+                }
+                None => {
+                    let mut pos = 0;
+                    while pos < chunk.len() {
+                        let end = memchr(b'\n', &chunk[pos..]).map_or(chunk.len(), |i| pos + i);
+                        handle_line(&chunk[pos..end], base + pos as u64, stats);
+                        pos = end + 1;
+                    }
+                }
+            },
+        )?;
+        Ok(ordered)
+    }
+
+    fn slow(
+        &self,
+        source: &mut impl Read,
+        rule: &TimeRule,
+        collected: &mut Collector,
+        stats: &mut ScanStats,
+        file: &Value,
+    ) -> Result<(), ScanError> {
+        let mut parser = SlowLogParser::new(rule.clone());
+        let mut unparsed = 0_u64;
+        let mut take = |finished: Option<Finished>, collected: &mut Collector| match finished {
+            Some(Finished::Event(event)) => self.keep(event, collected, file),
+            Some(Finished::Unparsed) => unparsed += 1,
+            None => {}
+        };
+        let window = Window {
+            base: 0,
+            skip_first: false,
+            stop: u64::MAX,
+            order_from: u64::MAX,
+        };
+        read_chunks(source, window, self.cancel, stats, |chunk, _, _| {
+            for line in chunk.split(|b| *b == b'\n') {
+                take(parser.line(strip_cr(line)), collected);
+            }
+        })?;
+        take(parser.finish(), collected);
+        stats.unparsed += unparsed;
+        Ok(())
+    }
+}
+
+fn add(total: &mut ScanStats, part: ScanStats) {
+    total.bytes_read += part.bytes_read;
+    total.unparsed += part.unparsed;
+    total.overlong_lines += part.overlong_lines;
+}
+
+/// The part of a file to read.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    /// Offset of the reader's first byte in the file.
+    base: u64,
+    /// Whether the first line is a partial one (the read starts mid-line).
+    skip_first: bool,
+    /// Lines starting at or after this offset are not read.
+    stop: u64,
+    /// From this offset on, a line before the window means disorder.
+    order_from: u64,
+}
+
+fn strip_cr(line: &[u8]) -> &[u8] {
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+fn read_full(source: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match source.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
+/// Calls `f` with runs of whole lines (the last one may lack its newline at
+/// the end of the source) and the offset of their first byte. Checks
+/// `cancel` once per read; a line longer than the buffer ([`CHUNK`]) is
+/// counted and skipped.
+fn read_chunks(
+    source: &mut impl Read,
+    window: Window,
+    cancel: &Cancel,
+    stats: &mut ScanStats,
+    mut f: impl FnMut(&[u8], u64, &mut ScanStats),
+) -> Result<(), ScanError> {
+    let mut buf = vec![0_u8; CHUNK];
+    let mut filled = 0_usize;
+    // Offset in the file of buf[0].
+    let mut base = window.base;
+    let mut skipping = window.skip_first;
+    let mut overlong = false;
+    loop {
+        cancel.check()?;
+        if base >= window.stop {
+            return Ok(());
+        }
+        // Never past `stop` (a line start: the bytes before it end a line).
+        let room = buf.len() - filled;
+        let want = if window.stop == u64::MAX {
+            room
+        } else {
+            let left = window.stop.saturating_sub(base + filled as u64);
+            usize::try_from(left).map_or(room, |left| left.min(room))
+        };
+        let n = match source.read(&mut buf[filled..filled + want]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.into()),
+        };
+        stats.bytes_read += n as u64;
+        filled += n;
+        let eof = n == 0;
+        let complete = if eof {
+            filled
+        } else {
+            match memrchr(b'\n', &buf[..filled]) {
+                Some(i) => i + 1,
+                None if filled == buf.len() => {
+                    // One line fills the buffer: drop it up to its end.
+                    if !skipping {
+                        overlong = true;
+                    }
+                    skipping = true;
+                    base += filled as u64;
+                    filled = 0;
+                    continue;
+                }
+                None => continue,
+            }
+        };
+        let mut start = 0;
+        if skipping {
+            match memchr(b'\n', &buf[..complete]) {
+                Some(i) => start = i + 1,
+                None => start = complete,
+            }
+            if overlong && start > 0 {
+                stats.overlong_lines += 1;
+                overlong = false;
+            }
+            skipping = false;
+        }
+        let mut end = complete;
+        if window.stop != u64::MAX {
+            let limit = window.stop.saturating_sub(base);
+            if limit < end as u64 {
+                // Cut at the line boundary `stop` (it is a line start).
+                end = usize::try_from(limit).unwrap_or(end).max(start);
+            }
+        }
+        if end > start {
+            f(&buf[start..end], base + start as u64, stats);
+        }
+        if eof {
+            return Ok(());
+        }
+        buf.copy_within(complete..filled, 0);
+        base += complete as u64;
+        filled -= complete;
+        if end < complete {
+            return Ok(());
+        }
+    }
+}
+
+/// The first line in `buf` that parses (skipping a partial first line when
+/// `skip_first`): its offset in `buf` and time.
+fn first_parsed(
+    parser: &LineParser,
+    buf: &[u8],
+    skip_first: bool,
+    reference: Timestamp,
+) -> Option<(usize, Timestamp)> {
+    let mut pos = if skip_first {
+        memchr(b'\n', buf)? + 1
+    } else {
+        0
+    };
+    while pos < buf.len() {
+        // Only whole lines: the last one in a probe may be cut.
+        let end = pos + memchr(b'\n', &buf[pos..])?;
+        if let Some(event) = parser.parse(strip_cr(&buf[pos..end]), reference) {
+            return Some((pos, event.timestamp));
+        }
+        pos = end + 1;
+    }
+    None
+}
+
+/// The time of the last line that parses, from the file's tail.
+fn last_time(
+    file: &mut File,
+    size: u64,
+    parser: &LineParser,
+    reference: Timestamp,
+) -> Result<Option<Timestamp>, ScanError> {
+    let from = size.saturating_sub(PROBE as u64);
+    file.seek(SeekFrom::Start(from))?;
+    let mut buf = vec![0_u8; PROBE];
+    let n = read_full(file, &mut buf)?;
+    let mut buf = &buf[..n];
+    if from > 0 {
+        let Some(i) = memchr(b'\n', buf) else {
+            return Ok(None);
+        };
+        buf = &buf[i + 1..];
+    }
+    for line in buf.rsplit(|b| *b == b'\n') {
+        if let Some(event) = parser.parse(strip_cr(line), reference) {
+            return Ok(Some(event.timestamp));
+        }
+    }
+    Ok(None)
+}
+
+/// Where a binary search on line starts ended.
+struct Located {
+    /// Read from here (skipping the partial line when > 0): every line
+    /// before it is earlier than the target, if the file is in time order.
+    lo: u64,
+    /// The start of the first line seen at or after the target, if any.
+    first_at_or_after: Option<u64>,
+}
+
+/// Binary search by time over line starts of a file in time order; `None`
+/// when the probes show it is not (a later probe more than `slack_ms`
+/// earlier than an earlier one).
+fn locate(
+    file: &mut File,
+    size: u64,
+    parser: &LineParser,
+    target: i64,
+    reference: Timestamp,
+    slack_ms: i64,
+) -> Result<Option<Located>, ScanError> {
+    let mut buf = vec![0_u8; PROBE];
+    let mut seen: Vec<(u64, i64)> = Vec::new();
+    let mut probe =
+        |offset: u64, seen: &mut Vec<(u64, i64)>| -> Result<Option<(u64, i64)>, ScanError> {
+            file.seek(SeekFrom::Start(offset))?;
+            let n = read_full(file, &mut buf)?;
+            let found = first_parsed(parser, &buf[..n], offset > 0, reference)
+                .map(|(at, t)| (offset + at as u64, t.unix_millis()));
+            seen.extend(found);
+            Ok(found)
+        };
+    if let Some((line, t)) = probe(0, &mut seen)?
+        && t >= target
+    {
+        return Ok(Some(Located {
+            lo: 0,
+            first_at_or_after: Some(line),
+        }));
+    }
+    let (mut lo, mut hi) = (0_u64, size);
+    let mut first_at_or_after = None;
+    while hi - lo > PROBE as u64 {
+        let mid = lo + (hi - lo) / 2;
+        match probe(mid, &mut seen)? {
+            Some((_, t)) if t < target => lo = mid,
+            Some((line, _)) => {
+                hi = mid;
+                first_at_or_after = Some(line);
+            }
+            None => hi = mid,
+        }
+    }
+    // The first line at or after the target lies in lo..hi or is the one found at hi.
+    seen.sort_unstable();
+    if seen.windows(2).any(|w| w[1].1 < w[0].1 - slack_ms) {
+        return Ok(None);
+    }
+    if let Some((line, t)) = probe(lo, &mut Vec::new())? {
+        if t >= target {
+            first_at_or_after = Some(line);
+        } else {
+            // Walk the last probe's lines for the exact start.
+            file.seek(SeekFrom::Start(lo))?;
+            let n = read_full(file, &mut buf)?;
+            let mut pos = memchr(b'\n', &buf[..n]).map_or(n, |i| i + 1);
+            if lo == 0 {
+                pos = 0;
+            }
+            while pos < n {
+                let Some(len) = memchr(b'\n', &buf[pos..n]) else {
+                    break;
+                };
+                if let Some(event) = parser.parse(strip_cr(&buf[pos..pos + len]), reference)
+                    && event.timestamp.unix_millis() >= target
+                {
+                    first_at_or_after = Some(lo + pos as u64);
+                    break;
+                }
+                pos += len + 1;
+            }
+        }
+    }
+    Ok(Some(Located {
+        lo,
+        first_at_or_after,
+    }))
+}
