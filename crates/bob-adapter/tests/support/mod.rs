@@ -14,7 +14,7 @@ use invocation_core::{
 use projectors_logs::{LogMatches, LogQuery, LogSource, MockLogSource, query_logs_tool};
 use projectors_mysql::testing::TestDatabase;
 use projectors_mysql::{
-    DataSourceConfig, MysqlAsyncSource, MysqlConfig, MysqlSource, MysqlQuery, RawResultSet,
+    DataSourceConfig, MysqlAsyncSource, MysqlConfig, MysqlQuery, MysqlSource, RawResultSet,
     query_mysql_tool,
 };
 use projectors_rag::{KnowledgeSource, MarkdownKnowledgeBase, lookup_knowledge_tool};
