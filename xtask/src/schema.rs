@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::Path;
 
-use aci_contracts::schema::schema_files;
+use aci_contracts::frozen::schema_files;
 
 /// The command that regenerates the committed schemas.
 pub(crate) const REGENERATE: &str = "cargo xtask schema";

@@ -8,7 +8,7 @@ use invocation_core::{
     Clock, InvalidLimit, InvocationStore, Limits, RunContext, SystemClock, ToolBoundary,
 };
 use projectors_logs::{FileLogSource, MockLogSource, query_logs_tool};
-use projectors_mysql::{MysqlAsyncExecutor, query_mysql_tool};
+use projectors_mysql::{MysqlAsyncSource, query_mysql_tool};
 use projectors_rag::{MarkdownKnowledgeBase, Progress, lookup_knowledge_tool};
 use store_memory::MemoryStore;
 use store_redis::{RedisConfig, RedisStore};
@@ -113,7 +113,7 @@ impl App {
         if config.run.deadline_secs == Some(0) {
             return Err(CliError::config("[run] deadline_secs must be positive"));
         }
-        let mysql = MysqlAsyncExecutor::new(&config.mysql)
+        let mysql = MysqlAsyncSource::new(&config.mysql)
             .map_err(|e| CliError::config(format!("mysql: {e}")))?;
         let boundary = ToolBoundary::builder(store)
             .clock(Arc::clone(&clock))

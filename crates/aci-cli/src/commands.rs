@@ -126,7 +126,7 @@ pub(crate) fn tools(format: ToolFormat) -> String {
             ToolFormat::Anthropic => d.to_anthropic(),
         })
         .collect();
-    aci_contracts::schema::render(Value::Array(tools))
+    aci_contracts::frozen::render(Value::Array(tools))
 }
 
 fn load_config(args: &StoreArgs) -> Result<Config, CliError> {

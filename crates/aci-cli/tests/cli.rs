@@ -31,15 +31,7 @@ fn json(output: &Output) -> Value {
 }
 
 fn golden(name: &str, actual: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name);
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        std::fs::write(&path, actual).unwrap();
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (run with UPDATE_GOLDEN=1)", path.display()));
-    assert_eq!(actual, expected, "{name} differs from its golden file");
+    testkit::golden!().check_text(name, actual);
 }
 
 fn repo_file(relative: &str) -> PathBuf {

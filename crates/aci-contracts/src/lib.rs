@@ -16,6 +16,7 @@
 //! It does no I/O and depends only on serde, serde_json, schemars and thiserror.
 
 mod error_code;
+pub mod frozen;
 mod ids;
 mod relevance;
 mod requests;
@@ -23,6 +24,7 @@ mod results;
 pub mod schema;
 mod status;
 mod time;
+mod tool_name;
 mod tools;
 mod views;
 
@@ -40,8 +42,10 @@ pub use results::{
     ValidationError,
 };
 pub use status::{
-    EvidenceStatus, InvocationStatus, LogLevel, LogTopic, RelevanceLevel, SourceKind,
+    EvidenceStatus, InvocationStatus, LogLevel, LogTopic, ReadyEvidenceStatus, RelevanceLevel,
+    SourceKind,
 };
 pub use time::{Timestamp, TimestampError};
-pub use tools::{ToolDefinition, ToolName, tool_definitions};
+pub use tool_name::ToolName;
+pub use tools::{ToolDefinition, tool_definitions};
 pub use views::HarnessControlView;

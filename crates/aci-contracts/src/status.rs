@@ -73,6 +73,81 @@ impl EvidenceStatus {
     }
 }
 
+/// The evidence status of a READY result: `EVIDENCE_FOUND` or `NO_EVIDENCE`,
+/// never `ERROR`.
+///
+/// The result types of the three tools carry this type, so a READY result
+/// that says `ERROR` cannot be built, deserialized, or accepted by a client
+/// generated from the frozen schemas (whose enum has exactly these two
+/// values). Only the error result ([`ErrorResult`](crate::ErrorResult)) says
+/// `ERROR`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ReadyEvidenceStatus {
+    /// The query found evidence within its recorded scope.
+    EvidenceFound,
+    /// The query ran and found nothing within its recorded scope: a scoped
+    /// negative observation, never a tool failure or a statement about health.
+    NoEvidence,
+}
+
+impl ReadyEvidenceStatus {
+    /// The wire spelling.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        EvidenceStatus::from_ready(self).as_str()
+    }
+
+    /// `EVIDENCE_FOUND` when `found`, else `NO_EVIDENCE`.
+    #[must_use]
+    pub const fn found_if(found: bool) -> Self {
+        if found {
+            Self::EvidenceFound
+        } else {
+            Self::NoEvidence
+        }
+    }
+}
+
+impl EvidenceStatus {
+    /// The three-valued status of a READY result's status.
+    #[must_use]
+    pub const fn from_ready(status: ReadyEvidenceStatus) -> Self {
+        match status {
+            ReadyEvidenceStatus::EvidenceFound => Self::EvidenceFound,
+            ReadyEvidenceStatus::NoEvidence => Self::NoEvidence,
+        }
+    }
+
+    /// The READY status, or `None` for `ERROR`.
+    #[must_use]
+    pub const fn ready(self) -> Option<ReadyEvidenceStatus> {
+        match self {
+            Self::EvidenceFound => Some(ReadyEvidenceStatus::EvidenceFound),
+            Self::NoEvidence => Some(ReadyEvidenceStatus::NoEvidence),
+            Self::Error => None,
+        }
+    }
+}
+
+impl From<ReadyEvidenceStatus> for EvidenceStatus {
+    fn from(status: ReadyEvidenceStatus) -> Self {
+        Self::from_ready(status)
+    }
+}
+
+impl PartialEq<EvidenceStatus> for ReadyEvidenceStatus {
+    fn eq(&self, other: &EvidenceStatus) -> bool {
+        EvidenceStatus::from_ready(*self) == *other
+    }
+}
+
+impl PartialEq<ReadyEvidenceStatus> for EvidenceStatus {
+    fn eq(&self, other: &ReadyEvidenceStatus) -> bool {
+        *self == Self::from_ready(*other)
+    }
+}
+
 /// The logical log topics an agent may query.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,

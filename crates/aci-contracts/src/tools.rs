@@ -1,86 +1,12 @@
-//! The three frozen tools: names, descriptions, and their export formats
-//! (MCP, OpenAI function tools, Anthropic tools).
-//!
-//! Descriptions are implementation-neutral: they say when to call the tool,
-//! its minimal input, and what it cannot query, and nothing about how it is
-//! built, hosted, bounded or recorded.
+//! The definitions of the three frozen tools (name, description, schemas)
+//! and their export formats (MCP, OpenAI function tools, Anthropic tools).
 
 use serde_json::{Value, json};
 
-use crate::schema;
-
-/// The frozen tools of this contract.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ToolName {
-    /// `lookup_knowledge`: passages from the operations knowledge base.
-    LookupKnowledge,
-    /// `query_logs`: recent log evidence of one logical topic.
-    QueryLogs,
-    /// `query_mysql`: one read-only query against a named business database.
-    QueryMysql,
-}
+use crate::ToolName;
+use crate::schema::{self, without_meta_schema};
 
 impl ToolName {
-    /// All three, in export order.
-    pub const ALL: [Self; 3] = [Self::LookupKnowledge, Self::QueryLogs, Self::QueryMysql];
-
-    /// The stable snake_case name.
-    #[must_use]
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::LookupKnowledge => "lookup_knowledge",
-            Self::QueryLogs => "query_logs",
-            Self::QueryMysql => "query_mysql",
-        }
-    }
-
-    /// Parses the stable name (exact).
-    #[must_use]
-    pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.as_str() == name)
-    }
-
-    /// A short human title.
-    #[must_use]
-    pub const fn title(self) -> &'static str {
-        match self {
-            Self::LookupKnowledge => "Look up operations knowledge",
-            Self::QueryLogs => "Query recent logs",
-            Self::QueryMysql => "Query a business database (read-only)",
-        }
-    }
-
-    /// The frozen description shown to the model.
-    #[must_use]
-    pub const fn description(self) -> &'static str {
-        match self {
-            Self::LookupKnowledge => {
-                "Search the operations knowledge base (runbooks and troubleshooting guides) for \
-                 passages about a symptom, error message or component. Call it when you need \
-                 documented causes, checks or remediation steps. Input: `query`, a short \
-                 plain-language description. It cannot read live logs, metrics or databases. \
-                 NO_EVIDENCE means only that no passage matched this query."
-            }
-            Self::QueryLogs => {
-                "Search recent logs of one logical topic (APPLICATION, DATABASE_SLOW_QUERY or \
-                 SYSTEM_EVENTS) for messages matching words. Call it to check what happened in a \
-                 time window before you name a cause. Input: `topic`, `query`, and optionally \
-                 `lookback_minutes` (1 to 1440, default 60). It returns message patterns with \
-                 counts and a timeline of matching events; it cannot search other topics, older \
-                 history, metrics or databases. NO_EVIDENCE means nothing matched in that topic \
-                 and window, not that the system is healthy."
-            }
-            Self::QueryMysql => {
-                "Run one read-only SELECT against a named business database to confirm facts \
-                 such as order, job or account states. Call it when logs or runbooks point to \
-                 data you must check. Input: `data_source` (a logical name you were given), \
-                 `sql` with `?` placeholders, and `params` with their values. It cannot change \
-                 data, run more than one statement, or reach a database that has no name here. \
-                 NO_EVIDENCE means the query returned no rows."
-            }
-        }
-    }
-
     /// The tool's definition with its frozen schemas.
     #[must_use]
     pub fn definition(self) -> ToolDefinition {
@@ -89,12 +15,6 @@ impl ToolName {
             input_schema: schema::request_schema(self),
             output_schema: schema::output_schema(self),
         }
-    }
-}
-
-impl std::fmt::Display for ToolName {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -139,7 +59,7 @@ impl ToolDefinition {
             "function": {
                 "name": self.name.as_str(),
                 "description": self.name.description(),
-                "parameters": without_meta_schema(&self.input_schema)
+                "parameters": without_meta_schema(self.input_schema.clone())
             }
         })
     }
@@ -150,7 +70,7 @@ impl ToolDefinition {
         json!({
             "name": self.name.as_str(),
             "description": self.name.description(),
-            "input_schema": without_meta_schema(&self.input_schema)
+            "input_schema": without_meta_schema(self.input_schema.clone())
         })
     }
 }
@@ -162,12 +82,4 @@ pub fn tool_definitions() -> Vec<ToolDefinition> {
         .into_iter()
         .map(ToolName::definition)
         .collect()
-}
-
-fn without_meta_schema(schema: &Value) -> Value {
-    let mut schema = schema.clone();
-    if let Some(object) = schema.as_object_mut() {
-        object.remove("$schema");
-    }
-    schema
 }

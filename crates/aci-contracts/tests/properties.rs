@@ -13,11 +13,8 @@ fn matches_rule(s: &str) -> bool {
 }
 
 fn config() -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(256);
-    ProptestConfig::with_cases(cases)
+    // Cheap cases: more of them by default.
+    testkit::proptest_config_with_default(256)
 }
 
 proptest! {
@@ -60,7 +57,7 @@ proptest! {
     ) {
         let evidence: Vec<KnowledgeEvidence> = items.into_iter().map(|(document_id, source, title, breadcrumb, excerpt)| KnowledgeEvidence { document_id, source, title, breadcrumb, excerpt }).collect();
         let r = LookupKnowledgeResult {
-            evidence_status: if evidence.is_empty() { EvidenceStatus::NoEvidence } else { EvidenceStatus::EvidenceFound },
+            evidence_status: if evidence.is_empty() { ReadyEvidenceStatus::NoEvidence } else { ReadyEvidenceStatus::EvidenceFound },
             tool_call_id: ToolCallId::new("call-1").unwrap(),
             query,
             returned_count: evidence.len() as u64,

@@ -25,7 +25,7 @@ where
 
 fn knowledge_result() -> LookupKnowledgeResult {
     LookupKnowledgeResult {
-        evidence_status: EvidenceStatus::EvidenceFound,
+        evidence_status: ReadyEvidenceStatus::EvidenceFound,
         tool_call_id: id("call_rag_1"),
         query: "连接池 timeout 😱".into(),
         evidence: vec![KnowledgeEvidence {
@@ -43,7 +43,7 @@ fn knowledge_result() -> LookupKnowledgeResult {
 
 fn logs_result() -> QueryLogsResult {
     QueryLogsResult {
-        evidence_status: EvidenceStatus::EvidenceFound,
+        evidence_status: ReadyEvidenceStatus::EvidenceFound,
         tool_call_id: id("call_logs_1"),
         source_kind: SourceKind::Mock,
         scope: LogScope {
@@ -80,7 +80,7 @@ fn logs_result() -> QueryLogsResult {
 
 fn mysql_result() -> QueryMysqlResult {
     QueryMysqlResult {
-        evidence_status: EvidenceStatus::EvidenceFound,
+        evidence_status: ReadyEvidenceStatus::EvidenceFound,
         tool_call_id: id("call_sql_1"),
         columns: vec![
             MysqlColumn {
@@ -146,7 +146,7 @@ fn golden_knowledge_result_and_observation() {
         })
     );
     let none = LookupKnowledgeResult {
-        evidence_status: EvidenceStatus::NoEvidence,
+        evidence_status: ReadyEvidenceStatus::NoEvidence,
         evidence: vec![],
         returned_count: 0,
         relevance_level: None,
@@ -347,9 +347,26 @@ fn golden_requests() {
 
 #[test]
 fn validate_rejects_inconsistent_results() {
-    let mut r = knowledge_result();
-    r.evidence_status = EvidenceStatus::Error;
-    assert_eq!(r.validate(), Err(ValidationError::ErrorStatus));
+    // A READY result cannot say ERROR: the type has no such value, so the
+    // wire form does not even decode.
+    fn with_error_status(result: &impl serde::Serialize) -> Value {
+        let mut wire = serde_json::to_value(result).unwrap();
+        wire["evidence_status"] = json!("ERROR");
+        wire
+    }
+    assert!(
+        serde_json::from_value::<LookupKnowledgeResult>(with_error_status(&knowledge_result()))
+            .is_err()
+    );
+    assert!(serde_json::from_value::<QueryLogsResult>(with_error_status(&logs_result())).is_err());
+    assert!(
+        serde_json::from_value::<QueryMysqlResult>(with_error_status(&mysql_result())).is_err()
+    );
+    let observation = knowledge_result().observation();
+    assert!(
+        serde_json::from_value::<LookupKnowledgeObservation>(with_error_status(&observation))
+            .is_err()
+    );
 
     let mut r = knowledge_result();
     r.evidence.clear();
@@ -357,7 +374,7 @@ fn validate_rejects_inconsistent_results() {
     assert_eq!(r.validate(), Err(ValidationError::FoundWithoutEvidence));
 
     let mut r = knowledge_result();
-    r.evidence_status = EvidenceStatus::NoEvidence;
+    r.evidence_status = ReadyEvidenceStatus::NoEvidence;
     r.relevance_level = None;
     assert_eq!(r.validate(), Err(ValidationError::NoEvidenceWithEvidence));
 
@@ -391,7 +408,7 @@ fn validate_rejects_inconsistent_results() {
     l.scope.lookback_minutes = 30;
     assert_eq!(l.validate(), Err(ValidationError::ScopeWindowMismatch));
     let mut l = logs_result();
-    l.evidence_status = EvidenceStatus::NoEvidence;
+    l.evidence_status = ReadyEvidenceStatus::NoEvidence;
     assert_eq!(l.validate(), Err(ValidationError::NoEvidenceWithEvidence));
 
     let mut m = mysql_result();
@@ -405,7 +422,7 @@ fn validate_rejects_inconsistent_results() {
         })
     );
     let mut m = mysql_result();
-    m.evidence_status = EvidenceStatus::NoEvidence;
+    m.evidence_status = ReadyEvidenceStatus::NoEvidence;
     assert_eq!(m.validate(), Err(ValidationError::NoEvidenceWithEvidence));
 }
 

@@ -1,7 +1,9 @@
 //! Boundary overhead against the unavoidable work, measured in the same run.
 //!
-//! Two tools, both on the in-memory store:
-//! - `1kib`: a ~1 KiB request, raw response and agent result;
+//! The workspace's fake tool (`invocation_core::testing::fake`) in two
+//! sizes, both on the in-memory store:
+//! - `1kib`: a ~1 KiB request and raw response, a ~2 KiB agent result (the
+//!   fake echoes the query and quotes it in its excerpt);
 //! - `1mib_raw`: a small request and result, and a 1 MiB raw response.
 //!
 //! The baseline does only what any recording boundary must: parse the
@@ -22,84 +24,13 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aci_contracts::{EvidenceStatus, KnowledgeEvidence, LookupKnowledgeResult, RunId};
-use async_trait::async_trait;
+use aci_contracts::RunId;
 use criterion::{Criterion, criterion_group};
-use invocation_core::{
-    ExecutionContext, ExecutionError, Executor, ProjectionContext, ProjectionError, Projector,
-    RunContext, ToolBoundary, ToolEnvelope, ToolSpec,
+use invocation_core::testing::fake::{
+    FakeExecutor, FakeRaw, FakeRequest, Mode, SENTINEL, fake_tool, found_result,
 };
-use serde::{Deserialize, Serialize};
+use invocation_core::{RunContext, ToolBoundary, ToolEnvelope};
 use store_memory::MemoryStore;
-
-#[derive(Debug, Serialize, Deserialize)]
-struct Req {
-    query: String,
-}
-
-#[derive(Debug)]
-struct Raw {
-    text: Arc<str>,
-}
-
-impl Serialize for Raw {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
-        let mut s = serializer.serialize_struct("Raw", 1)?;
-        s.serialize_field("text", &*self.text)?;
-        s.end()
-    }
-}
-
-#[derive(Debug)]
-struct Exec {
-    raw: Arc<str>,
-}
-
-#[async_trait]
-impl Executor for Exec {
-    type Request = Req;
-    type Raw = Raw;
-    async fn execute(&self, _: &Req, _: &ExecutionContext) -> Result<Raw, ExecutionError> {
-        Ok(Raw {
-            text: Arc::clone(&self.raw),
-        })
-    }
-}
-
-#[derive(Debug)]
-struct Proj;
-
-fn result_for(id: &aci_contracts::ToolCallId, query: &str) -> LookupKnowledgeResult {
-    LookupKnowledgeResult {
-        evidence_status: EvidenceStatus::EvidenceFound,
-        tool_call_id: id.clone(),
-        query: query.to_owned(),
-        evidence: vec![KnowledgeEvidence {
-            document_id: "doc-1".into(),
-            source: "bench".into(),
-            title: "Bench".into(),
-            breadcrumb: "Bench".into(),
-            excerpt: "the excerpt of the evidence".into(),
-        }],
-        returned_count: 1,
-        relevance_level: None,
-        truncated: false,
-    }
-}
-
-impl Projector for Proj {
-    type Request = Req;
-    type Raw = Raw;
-    type Output = LookupKnowledgeResult;
-    fn project(
-        &self,
-        ctx: &ProjectionContext<'_, Req>,
-        _: &Raw,
-    ) -> Result<LookupKnowledgeResult, ProjectionError> {
-        Ok(result_for(ctx.tool_call_id, &ctx.request.query))
-    }
-}
 
 struct Case {
     name: &'static str,
@@ -112,19 +43,16 @@ const BATCH: u64 = 64;
 
 fn boundary(case: &Case) -> ToolBoundary {
     ToolBoundary::builder(Arc::new(MemoryStore::new()))
-        .tool(
-            ToolSpec::new(
-                "bench_tool",
-                "bench",
-                Exec {
-                    raw: Arc::clone(&case.raw),
-                },
-                Proj,
-            )
-            .read_only(true),
-        )
+        .tool(fake_tool(
+            "bench_tool",
+            FakeExecutor::new().with_fill(Arc::clone(&case.raw)),
+        ))
         .build()
         .expect("boundary")
+}
+
+fn arguments(case: &Case) -> String {
+    FakeRequest::new(Mode::Found, &case.query).to_arguments()
 }
 
 /// Mean time per iteration of `invoke` (fresh store every BATCH calls, untimed).
@@ -134,10 +62,7 @@ fn time_boundary(
     iters: u64,
     seq: &Cell<u64>,
 ) -> Duration {
-    let args = serde_json::to_string(&Req {
-        query: case.query.clone(),
-    })
-    .expect("args");
+    let args = arguments(case);
     let ctx = RunContext::new(RunId::new("bench-run").expect("run id"));
     rt.block_on(async {
         let mut total = Duration::ZERO;
@@ -174,10 +99,7 @@ struct BaselineRecord {
 /// The unavoidable work: parse once, serialize request/raw/result once, one
 /// map insert, one map update.
 fn time_baseline(case: &Case, iters: u64, seq: &Cell<u64>) -> Duration {
-    let args = serde_json::to_string(&Req {
-        query: case.query.clone(),
-    })
-    .expect("args");
+    let args = arguments(case);
     let mut total = Duration::ZERO;
     let mut map: HashMap<(String, String), BaselineRecord> = HashMap::new();
     for i in 0..iters {
@@ -188,11 +110,12 @@ fn time_baseline(case: &Case, iters: u64, seq: &Cell<u64>) -> Duration {
         seq.set(n + 1);
         let id = format!("call-{n}");
         let call_id = aci_contracts::ToolCallId::new(id.clone()).expect("id");
-        let raw = Raw {
-            text: Arc::clone(&case.raw),
+        let raw = FakeRaw {
+            secret: SENTINEL.to_owned(),
+            fill: Arc::clone(&case.raw),
         };
         let start = Instant::now();
-        let request: Req = serde_json::from_str(&args).expect("parse");
+        let request: FakeRequest = serde_json::from_str(&args).expect("parse");
         let request_json = serde_json::to_string(&request).expect("request");
         let key = ("bench-run".to_owned(), id);
         map.insert(
@@ -203,8 +126,9 @@ fn time_baseline(case: &Case, iters: u64, seq: &Cell<u64>) -> Duration {
             },
         );
         let raw_json = serde_json::to_string(&raw).expect("raw");
-        let result_json =
-            serde_json::to_string(&result_for(&call_id, &request.query)).expect("result");
+        let excerpt = format!("evidence about {}", request.text);
+        let result_json = serde_json::to_string(&found_result(&call_id, &request.text, &excerpt))
+            .expect("result");
         if let Some(record) = map.get_mut(&key) {
             record.raw = Some(raw_json);
             record.result = Some(result_json);

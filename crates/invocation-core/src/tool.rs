@@ -411,7 +411,7 @@ pub(crate) trait ErasedResult: Send + Sync {
 
 impl<T: EvidenceResult> ErasedResult for T {
     fn evidence_status(&self) -> EvidenceStatus {
-        EvidenceResult::evidence_status(self)
+        EvidenceResult::evidence_status(self).into()
     }
     fn tool_call_id(&self) -> &ToolCallId {
         EvidenceResult::tool_call_id(self)

@@ -186,7 +186,6 @@ async fn projector_error_panic_and_bad_results_keep_raw_for_the_harness() {
     for (id, mode, code) in [
         ("p1", Mode::ProjError, ErrorCode::ProjectionFailed),
         ("p2", Mode::ProjPanic, ErrorCode::ProjectionFailed),
-        ("p3", Mode::ErrorStatus, ErrorCode::InvalidEvidenceStatus),
         ("p4", Mode::Inconsistent, ErrorCode::InvalidEvidenceStatus),
         ("p5", Mode::WrongId, ErrorCode::InvalidEvidenceStatus),
     ] {

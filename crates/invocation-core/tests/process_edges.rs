@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use aci_contracts::{
-    ErrorCode, EvidenceResult, EvidenceStatus, InvocationStatus, KnowledgeEvidence,
-    LookupKnowledgeResult, ResultCounters, RunId, Timestamp, ToolCallId, ValidationError,
+    ErrorCode, EvidenceResult, InvocationStatus, KnowledgeEvidence, LookupKnowledgeResult,
+    ReadyEvidenceStatus, ResultCounters, RunId, Timestamp, ToolCallId, ValidationError,
 };
 use async_trait::async_trait;
 use invocation_core::{
@@ -72,7 +72,7 @@ struct Checked(LookupKnowledgeResult);
 
 impl EvidenceResult for Checked {
     type Observation = <LookupKnowledgeResult as EvidenceResult>::Observation;
-    fn evidence_status(&self) -> EvidenceStatus {
+    fn evidence_status(&self) -> ReadyEvidenceStatus {
         self.0.evidence_status()
     }
     fn tool_call_id(&self) -> &ToolCallId {
@@ -129,7 +129,7 @@ impl Projector for Proj {
         raw: &Raw,
     ) -> Result<Checked, ProjectionError> {
         Ok(Checked(LookupKnowledgeResult {
-            evidence_status: EvidenceStatus::EvidenceFound,
+            evidence_status: ReadyEvidenceStatus::EvidenceFound,
             tool_call_id: context.tool_call_id.clone(),
             query: raw.mode.clone(),
             evidence: vec![KnowledgeEvidence {

@@ -21,11 +21,7 @@ use store_memory::MemoryStore;
 use support::*;
 
 fn cases(default: u32) -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default);
-    ProptestConfig::with_cases(cases)
+    testkit::proptest_config_with_default(default)
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -187,7 +183,6 @@ fn arguments_strategy() -> impl Strategy<Value = String> {
         Mode::ExecPanic,
         Mode::ProjError,
         Mode::ProjPanic,
-        Mode::ErrorStatus,
         Mode::Inconsistent,
         Mode::WrongId,
     ]);

@@ -3,8 +3,8 @@
 use std::collections::HashMap;
 
 use aci_contracts::{
-    EvidenceStatus, LogEvent, LogLevel, LogPattern, LogScope, LogTopic, MAX_ID_BYTES,
-    MAX_LOOKBACK_MINUTES, MIN_LOOKBACK_MINUTES, QueryLogsRequest, QueryLogsResult, SourceKind,
+    LogEvent, LogLevel, LogPattern, LogScope, LogTopic, MAX_ID_BYTES, MAX_LOOKBACK_MINUTES,
+    MIN_LOOKBACK_MINUTES, QueryLogsRequest, QueryLogsResult, ReadyEvidenceStatus, SourceKind,
     Timestamp, ToolCallId,
 };
 use invocation_core::{ProjectionContext, ProjectionError, Projector};
@@ -84,7 +84,7 @@ impl LogBounds {
             .unwrap_or(LogTopic::DatabaseSlowQuery);
         let at = Timestamp::from_unix_millis(0);
         let skeleton = QueryLogsResult {
-            evidence_status: EvidenceStatus::EvidenceFound,
+            evidence_status: ReadyEvidenceStatus::EvidenceFound,
             tool_call_id,
             source_kind: SourceKind::Mock,
             scope: LogScope {
@@ -239,7 +239,7 @@ impl LogProjector {
         // matches than it shows.
         let match_count = raw.match_count.max(raw.events.len() as u64);
         let mut result = QueryLogsResult {
-            evidence_status: EvidenceStatus::NoEvidence,
+            evidence_status: ReadyEvidenceStatus::NoEvidence,
             tool_call_id: tool_call_id.clone(),
             source_kind: raw.source_kind,
             scope: LogScope {
@@ -305,7 +305,7 @@ impl LogProjector {
                 }
             })
             .collect();
-        result.evidence_status = EvidenceStatus::EvidenceFound;
+        result.evidence_status = ReadyEvidenceStatus::EvidenceFound;
         result.returned_count = result.events.len() as u64;
         result.truncated = result.match_count != result.returned_count
             || patterns_dropped

@@ -1,6 +1,7 @@
 //! The crate's one error type.
 
-use invocation_core::{BoxError, ExecutionError, ExecutionErrorKind};
+use invocation_core::bounds::InvalidBounds;
+use invocation_core::{BoxError, ExecutionError, ExecutionErrorKind, SourceError};
 
 /// A `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -43,7 +44,7 @@ pub enum Error {
     },
     /// Projection bounds that cannot guarantee a valid, bounded result.
     #[error("invalid projection bounds: {0}")]
-    InvalidBounds(&'static str),
+    InvalidBounds(#[from] InvalidBounds),
     /// A raw response whose row has a different number of values than columns.
     #[error("raw row {row} has {values} values for {columns} columns")]
     RowWidthMismatch {
@@ -101,6 +102,14 @@ pub enum Rejection {
     UnsupportedTable,
     /// A schema-qualified (stored) function call.
     StoredFunction,
+    /// A system variable (`@@name`) that is not on
+    /// [`ALLOWED_SYSTEM_VARIABLES`](crate::gate::ALLOWED_SYSTEM_VARIABLES):
+    /// host names, paths, ports and accounts must not reach the model.
+    SystemVariable,
+    /// An `information_schema` table on
+    /// [`DENIED_INFORMATION_SCHEMA_TABLES`](crate::gate::DENIED_INFORMATION_SCHEMA_TABLES)
+    /// (server variables, status, sessions, grants).
+    ServerInformation,
     /// A token the server may read differently from the gate's parser (a
     /// word starting with a digit, a number glued to a word, `--` without an
     /// ASCII space, a double-quoted byte string, a NUL byte, a token outside
@@ -126,6 +135,8 @@ impl Rejection {
             Self::Assignment => "ASSIGNMENT",
             Self::UnsupportedPlaceholder => "UNSUPPORTED_PLACEHOLDER",
             Self::SchemaNotAllowed => "SCHEMA_NOT_ALLOWED",
+            Self::SystemVariable => "SYSTEM_VARIABLE",
+            Self::ServerInformation => "SERVER_INFORMATION",
             Self::UnsupportedTable => "UNSUPPORTED_TABLE",
             Self::StoredFunction => "STORED_FUNCTION",
             Self::AmbiguousLexing => "AMBIGUOUS_LEXING",
@@ -187,7 +198,7 @@ impl Error {
     /// error kept as the source for the harness.
     #[must_use]
     pub fn into_execution_error(self) -> ExecutionError {
-        ExecutionError::with_source(self.execution_kind(), self)
+        ExecutionError::from(self)
     }
 
     /// The MySQL/MariaDB server error number, when the server refused or
@@ -223,8 +234,15 @@ impl std::fmt::Debug for Error {
     }
 }
 
-impl From<Error> for ExecutionError {
-    fn from(error: Error) -> Self {
-        error.into_execution_error()
+/// `Error` is the [`MysqlSource`](crate::MysqlSource) port's error: it
+/// converts into the boundary's `ExecutionError` by invocation-core's one
+/// blanket conversion, keeping its category and retryability.
+impl SourceError for Error {
+    fn kind(&self) -> ExecutionErrorKind {
+        self.execution_kind()
+    }
+
+    fn retryable(&self) -> bool {
+        self.is_retryable()
     }
 }

@@ -32,7 +32,10 @@
 //!    no call of a function on [`DENIED_FUNCTIONS`] or with a prefix on
 //!    [`DENIED_FUNCTION_PREFIXES`] (quoted or not), and no name of more than
 //!    two parts (MariaDB 10.11 crashes on an unresolvable `db.t.col` in a
-//!    `NATURAL JOIN` or `USING` query).
+//!    `NATURAL JOIN` or `USING` query). No system variable (`@@name`) other
+//!    than those on [`ALLOWED_SYSTEM_VARIABLES`] ([`Rejection::SystemVariable`]),
+//!    and no unquoted `CURRENT_USER` or `CURRENT_ROLE`: the model must not
+//!    learn the host, paths, ports or account the server runs with.
 //! 5. Parses as exactly one statement with nothing but `;` after it (one
 //!    statement is parsed and the tokens must end there: sqlparser's
 //!    statement list stops silently at an unquoted `END`, an alias to the
@@ -47,7 +50,9 @@
 //! 6. Every table is a plain named table, a derived table (subquery), a join
 //!    or `JSON_TABLE`; a schema-qualified table (`schema.table`) names one of
 //!    the [`AllowedSchemas`]; no function is schema-qualified (`schema.f()`
-//!    is a stored function, which may do anything its definer may).
+//!    is a stored function, which may do anything its definer may); no
+//!    `information_schema` table on [`DENIED_INFORMATION_SCHEMA_TABLES`]
+//!    ([`Rejection::ServerInformation`]: variables, status, sessions, grants).
 //!    Unqualified tables resolve to the connection's default database, which
 //!    the executor requires to be one of the allowed schemas.
 //! 7. The number of `?` placeholders equals the number of params; otherwise
@@ -73,12 +78,21 @@ use crate::{Error, Rejection, Result};
 
 /// Functions a statement may not call: they sleep, burn CPU, read server
 /// files, take or wait for locks, wait for replication, change sequences or
-/// session state, or are well-known plugin and command-execution UDFs.
+/// session state, are well-known plugin and command-execution UDFs, or
+/// reveal the account, the connection or the host (`USER()`,
+/// `CURRENT_USER()`, `SESSION_USER()`, `SYSTEM_USER()`, `CURRENT_ROLE()`,
+/// `CONNECTION_ID()`, and `UUID()`/`UUID_SHORT()`/`SYS_GUID()`, whose values
+/// carry the host's MAC address or the server id). `CURRENT_USER` and
+/// `CURRENT_ROLE` are refused without parentheses too (MySQL accepts both
+/// spellings).
 pub const DENIED_FUNCTIONS: &[&str] = &[
     "AUDIT_API_MESSAGE_EMIT_UDF",
     "BBIN_FILE",
     "BENCHMARK",
     "BSON_FILE",
+    "CONNECTION_ID",
+    "CURRENT_ROLE",
+    "CURRENT_USER",
     "DO_SYSTEM",
     "ENVAR",
     "FLUSH_REWRITE_RULES",
@@ -103,6 +117,7 @@ pub const DENIED_FUNCTIONS: &[&str] = &[
     "SERVICE_GET_READ_LOCKS",
     "SERVICE_GET_WRITE_LOCKS",
     "SERVICE_RELEASE_LOCKS",
+    "SESSION_USER",
     "SETVAL",
     "SET_FIREWALL_GROUP_MODE",
     "SET_FIREWALL_MODE",
@@ -111,7 +126,12 @@ pub const DENIED_FUNCTIONS: &[&str] = &[
     "SYS_EVAL",
     "SYS_EXEC",
     "SYS_GET",
+    "SYS_GUID",
     "SYS_SET",
+    "SYSTEM_USER",
+    "USER",
+    "UUID",
+    "UUID_SHORT",
     "WAIT_FOR_EXECUTED_GTID_SET",
     "WAIT_UNTIL_SQL_THREAD_AFTER_GTIDS",
     "WSREP_SYNC_WAIT_UPTO_GTID",
@@ -133,6 +153,41 @@ pub const DENIED_FUNCTION_PREFIXES: &[&str] = &[
     "MYSQL_FIREWALL_",
     "SPIDER_",
     "VERSION_TOKENS_",
+];
+
+/// Words refused even without parentheses: MySQL reads them as calls.
+const DENIED_BARE_WORDS: &[&str] = &["CURRENT_ROLE", "CURRENT_USER"];
+
+/// The only system variables a statement may read (`@@name`, also as
+/// `@@session.name`, `@@local.name` or `@@global.name`): the server's
+/// version, which an agent needs to pick SQL syntax, and the session's SQL
+/// mode and time zone, which say how values are read and shown. Every other
+/// one is refused: `@@hostname`, `@@datadir`, `@@port`, `@@socket`,
+/// `@@pid_file`, `@@basedir`, `@@tmpdir`, `@@server_id`, `@@report_host`,
+/// ... describe the infrastructure, which never reaches the model.
+pub const ALLOWED_SYSTEM_VARIABLES: &[&str] =
+    &["SQL_MODE", "TIME_ZONE", "VERSION", "VERSION_COMMENT"];
+
+/// `information_schema` tables a statement may not read, even when
+/// `information_schema` is an allowed schema: they hold the values of every
+/// system variable (the host name and paths among them), server status, the
+/// sessions with their client hosts, and grants naming `'user'@'host'`.
+pub const DENIED_INFORMATION_SCHEMA_TABLES: &[&str] = &[
+    "APPLICABLE_ROLES",
+    "CLIENT_STATISTICS",
+    "COLUMN_PRIVILEGES",
+    "ENABLED_ROLES",
+    "GLOBAL_STATUS",
+    "GLOBAL_VARIABLES",
+    "PROCESSLIST",
+    "SCHEMA_PRIVILEGES",
+    "SESSION_STATUS",
+    "SESSION_VARIABLES",
+    "SYSTEM_VARIABLES",
+    "TABLE_PRIVILEGES",
+    "USER_PRIVILEGES",
+    "USER_STATISTICS",
+    "USER_VARIABLES",
 ];
 
 fn is_denied_function(name: &str) -> bool {
@@ -242,6 +297,7 @@ fn check(sql: &str, schemas: &AllowedSchemas) -> Result<usize, Rejection> {
         Statement::Query(query) => check_query_tree(query)?,
         _ => return Err(Rejection::NotAQuery),
     }
+    check_infrastructure_words(&significant)?;
     if let ControlFlow::Break(rejection) = statement.visit(&mut Relations { schemas }) {
         return Err(rejection);
     }
@@ -302,12 +358,60 @@ fn check_table_name(name: &ObjectName, schemas: &AllowedSchemas) -> ControlFlow<
         .iter()
         .map(|part| part.as_ident().map(|ident| ident.value.as_str()))
         .collect();
+    if let Some([schema, table]) = parts.as_deref()
+        && schema.eq_ignore_ascii_case("information_schema")
+        && DENIED_INFORMATION_SCHEMA_TABLES.contains(&table.to_ascii_uppercase().as_str())
+    {
+        return ControlFlow::Break(Rejection::ServerInformation);
+    }
     match parts.as_deref() {
         // The connection's default database.
         Some([_table]) => ControlFlow::Continue(()),
         Some([schema, _table]) if schemas.contains(schema) => ControlFlow::Continue(()),
         Some([_, _]) => ControlFlow::Break(Rejection::SchemaNotAllowed),
         _ => ControlFlow::Break(Rejection::UnsupportedTable),
+    }
+}
+
+/// System variables and bare identity words (rule 4, checked once the text
+/// is known to be a query, so that `GRANT ... TO CURRENT_USER` is refused as
+/// what it is).
+fn check_infrastructure_words(tokens: &[&Token]) -> Result<(), Rejection> {
+    for (index, token) in tokens.iter().enumerate() {
+        let Some((value, true)) = word(token) else {
+            continue;
+        };
+        if let Some(name) = value.strip_prefix("@@") {
+            check_system_variable(name, tokens.get(index + 1..))?;
+        }
+        if DENIED_BARE_WORDS.contains(&value.as_str()) {
+            return Err(Rejection::ForbiddenFunction);
+        }
+    }
+    Ok(())
+}
+
+/// `@@name` or `@@scope.name` (`name` already uppercased, `rest` the tokens
+/// after it): only [`ALLOWED_SYSTEM_VARIABLES`] pass.
+fn check_system_variable(name: &str, rest: Option<&[&Token]>) -> Result<(), Rejection> {
+    let rest = rest.unwrap_or_default();
+    let name = match name {
+        "SESSION" | "LOCAL" | "GLOBAL" => match rest {
+            [Token::Period, Token::Word(w), ..] if w.quote_style.is_none() => {
+                w.value.to_ascii_uppercase()
+            }
+            _ => return Err(Rejection::SystemVariable),
+        },
+        // `@@version.x` is no system variable the tool needs.
+        _ if matches!(rest.first(), Some(Token::Period)) => {
+            return Err(Rejection::SystemVariable);
+        }
+        other => other.to_owned(),
+    };
+    if ALLOWED_SYSTEM_VARIABLES.contains(&name.as_str()) {
+        Ok(())
+    } else {
+        Err(Rejection::SystemVariable)
     }
 }
 

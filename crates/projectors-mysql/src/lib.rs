@@ -2,7 +2,7 @@
 //!
 //! - [`query_mysql_tool`] builds the frozen tool for the
 //!   [`ToolBoundary`](invocation_core::ToolBoundary) over any
-//!   [`MysqlExecutor`] (the port: logical data source, SQL, params ->
+//!   [`MysqlSource`] (the port: logical data source, SQL, params ->
 //!   ordered columns and typed rows, [`RawResultSet`]).
 //! - [`MysqlProjector`] turns raw rows into the bounded
 //!   [`QueryMysqlResult`](aci_contracts::QueryMysqlResult) within
@@ -10,7 +10,7 @@
 //!   limit for any input.
 //! - [`query_mysql_scope`] is the scope normalizer (what counts as the same query).
 //! - [`gate`] is the SQL gate: one read-only query, nothing else.
-//! - `MysqlAsyncExecutor` (feature `mysql`, on by default) is the real
+//! - `MysqlAsyncSource` (feature `mysql`, on by default) is the real
 //!   adapter: named data sources with allowed schemas, the gate, and
 //!   server-side defenses (prepared statements, read-only transaction always
 //!   rolled back, server and client time limits, row cap, streaming). See
@@ -21,7 +21,6 @@
 
 mod error;
 pub mod gate;
-mod json;
 mod projector;
 mod raw;
 mod scope;
@@ -36,17 +35,17 @@ pub use projector::{
     DEFAULT_MAX_CELL_BYTES, DEFAULT_MAX_COLUMN_NAME_BYTES, DEFAULT_MAX_COLUMNS, DEFAULT_MAX_ROWS,
     DEFAULT_MAX_ROWS_BYTES, MIN_CELL_BYTES, MysqlBounds, MysqlProjector, column_type,
 };
-pub use raw::{RawColumn, RawColumnKind, RawResultSet, RawValue};
+pub use raw::{RawCell, RawColumn, RawColumnKind, RawResultSet};
 pub use scope::{normalize_sql, query_mysql_scope};
 #[cfg(feature = "mysql")]
 pub use server::drain_kills;
 #[cfg(feature = "mysql")]
 pub use server::{
     DEFAULT_CLIENT_GRACE, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FETCH_ROWS, DEFAULT_MAX_RAW_BYTES,
-    DEFAULT_MAX_VALUE_BYTES, DEFAULT_STATEMENT_TIMEOUT, DataSourceConfig, MysqlAsyncExecutor,
-    MysqlConfig, redact_url,
+    DEFAULT_MAX_VALUE_BYTES, DEFAULT_STATEMENT_TIMEOUT, DataSourceConfig, MysqlAsyncSource,
+    MysqlConfig,
 };
 pub use tool::{
-    MysqlExecutor, MysqlQuery, QueryMysqlExecutor, QueryMysqlTool, query_mysql_tool,
+    MysqlQuery, MysqlSource, QueryMysqlExecutor, QueryMysqlTool, query_mysql_tool,
     query_mysql_tool_with,
 };

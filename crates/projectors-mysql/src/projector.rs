@@ -1,15 +1,16 @@
 //! The pure projector: raw rows -> the bounded `query_mysql` result.
 
 use aci_contracts::{
-    ColumnType, EvidenceStatus, MAX_ID_BYTES, MysqlColumn, QueryMysqlRequest, QueryMysqlResult,
-    SqlValue, ToolCallId,
+    ColumnType, MAX_ID_BYTES, MysqlColumn, QueryMysqlRequest, QueryMysqlResult,
+    ReadyEvidenceStatus, SqlValue, ToolCallId,
 };
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
+use invocation_core::bounds::{self, InvalidBounds, ProjectionBounds};
 use invocation_core::{ProjectionContext, ProjectionError, Projector};
 
-use crate::json::{escaped_len, shorten};
-use crate::{Error, RawColumnKind, RawResultSet, RawValue, Result};
+use crate::{Error, RawCell, RawColumnKind, RawResultSet, Result};
+use invocation_core::json_size::{escaped_prefix, quoted_len};
 
 /// Default [`MysqlBounds::max_rows`].
 pub const DEFAULT_MAX_ROWS: usize = 100;
@@ -61,38 +62,25 @@ impl Default for MysqlBounds {
     }
 }
 
-impl MysqlBounds {
+impl ProjectionBounds for MysqlBounds {
     /// Checks that these bounds always give a valid result: at least one row
     /// and one column, a name budget that fits `""`, and at least
     /// [`MIN_CELL_BYTES`] for every cell of a widest row.
-    ///
-    /// # Errors
-    /// [`Error::InvalidBounds`] naming the broken rule.
-    pub fn check(&self) -> Result<()> {
-        if self.max_rows == 0 {
-            return Err(Error::InvalidBounds("max_rows must be at least 1"));
-        }
-        if self.max_columns == 0 {
-            return Err(Error::InvalidBounds("max_columns must be at least 1"));
-        }
-        if self.max_column_name_bytes < 2 {
-            return Err(Error::InvalidBounds(
-                "max_column_name_bytes must be at least 2",
-            ));
-        }
-        if self.max_cell_bytes < MIN_CELL_BYTES {
-            return Err(Error::InvalidBounds(
-                "max_cell_bytes is below MIN_CELL_BYTES",
-            ));
-        }
+    fn validate(&self) -> Result<(), InvalidBounds> {
+        bounds::at_least("max_rows", self.max_rows, 1)?;
+        bounds::at_least("max_columns", self.max_columns, 1)?;
+        bounds::at_least("max_column_name_bytes", self.max_column_name_bytes, 2)?;
+        bounds::at_least("max_cell_bytes", self.max_cell_bytes, MIN_CELL_BYTES)?;
         if self.cell_budget(self.max_columns) < MIN_CELL_BYTES {
-            return Err(Error::InvalidBounds(
+            return Err(InvalidBounds::Inconsistent(
                 "max_rows_bytes leaves less than MIN_CELL_BYTES per cell of a widest row",
             ));
         }
         Ok(())
     }
+}
 
+impl MysqlBounds {
     /// The budget of each cell in a row of `columns` cells: small enough that
     /// one such row always fits in `max_rows_bytes`.
     #[must_use]
@@ -139,8 +127,13 @@ impl MysqlProjector {
     /// # Errors
     /// [`Error::InvalidBounds`] when the bounds cannot guarantee a valid result.
     pub fn new(bounds: MysqlBounds) -> Result<Self> {
-        bounds.check()?;
+        bounds.validate()?;
         Ok(Self { bounds })
+    }
+
+    /// A projector with bounds already validated.
+    pub(crate) const fn from_valid(bounds: MysqlBounds) -> Self {
+        Self { bounds }
     }
 
     /// The bounds.
@@ -167,7 +160,8 @@ impl MysqlProjector {
         let columns = raw.columns[..kept]
             .iter()
             .map(|column| {
-                let (name, cut) = shorten(&column.name, bounds.max_column_name_bytes);
+                let (name, cut) =
+                    escaped_prefix(&column.name, bounds.max_column_name_bytes.saturating_sub(2));
                 truncated |= cut;
                 MysqlColumn {
                     name: name.to_owned(),
@@ -218,9 +212,9 @@ impl MysqlProjector {
         }
 
         let evidence_status = if rows.is_empty() {
-            EvidenceStatus::NoEvidence
+            ReadyEvidenceStatus::NoEvidence
         } else {
-            EvidenceStatus::EvidenceFound
+            ReadyEvidenceStatus::EvidenceFound
         };
         Ok(QueryMysqlResult {
             evidence_status,
@@ -267,19 +261,19 @@ pub const fn column_type(kind: RawColumnKind) -> ColumnType {
 }
 
 /// One cell within `budget` JSON bytes, and whether anything was lost.
-fn project_value(value: &RawValue, budget: usize) -> (SqlValue, bool) {
+fn project_value(value: &RawCell, budget: usize) -> (SqlValue, bool) {
     let exact = match value {
-        RawValue::Null => SqlValue::Null,
-        RawValue::Bool(b) => SqlValue::Bool(*b),
-        RawValue::Int(i) => SqlValue::Int(*i),
-        RawValue::UInt(u) => i64::try_from(*u).map_or(SqlValue::UInt(*u), SqlValue::Int),
-        RawValue::Float(f) => float(f32_to_f64(*f)),
-        RawValue::Double(f) => float(*f),
-        RawValue::Decimal(text) => SqlValue::Text(text.clone()),
-        RawValue::Date { year, month, day } => {
+        RawCell::Null => SqlValue::Null,
+        RawCell::Bool(b) => SqlValue::Bool(*b),
+        RawCell::Int(i) => SqlValue::Int(*i),
+        RawCell::UInt(u) => i64::try_from(*u).map_or(SqlValue::UInt(*u), SqlValue::Int),
+        RawCell::Float(f) => float(f32_to_f64(*f)),
+        RawCell::Double(f) => float(*f),
+        RawCell::Decimal(text) => SqlValue::Text(text.clone()),
+        RawCell::Date { year, month, day } => {
             SqlValue::Text(format!("{year:04}-{month:02}-{day:02}"))
         }
-        RawValue::Time {
+        RawCell::Time {
             negative,
             hours,
             minutes,
@@ -292,7 +286,7 @@ fn project_value(value: &RawValue, budget: usize) -> (SqlValue, bool) {
                 fraction(*micros)
             ))
         }
-        RawValue::DateTime {
+        RawCell::DateTime {
             year,
             month,
             day,
@@ -304,11 +298,11 @@ fn project_value(value: &RawValue, budget: usize) -> (SqlValue, bool) {
             "{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}{}",
             fraction(*micros)
         )),
-        RawValue::Text(text) | RawValue::Json(text) => {
-            let (kept, cut) = shorten(text, budget);
+        RawCell::Text(text) | RawCell::Json(text) => {
+            let (kept, cut) = escaped_prefix(text, budget.saturating_sub(2));
             return (SqlValue::Text(kept.to_owned()), cut);
         }
-        RawValue::Bytes(bytes) => {
+        RawCell::Bytes(bytes) => {
             let max = budget.saturating_sub(2) / 4 * 3;
             let cut = bytes.len() > max;
             let kept = if cut { &bytes[..max] } else { &bytes[..] };
@@ -358,7 +352,7 @@ fn encoded_len(value: &SqlValue) -> usize {
         SqlValue::Int(i) => i.to_string().len(),
         SqlValue::UInt(u) => u.to_string().len(),
         SqlValue::Float(f) => serde_json::to_string(f).map_or(usize::MAX, |s| s.len()),
-        SqlValue::Text(text) => escaped_len(text),
+        SqlValue::Text(text) => quoted_len(text),
     }
 }
 
@@ -369,7 +363,7 @@ mod tests {
     #[test]
     fn defaults_are_valid_and_fit_the_default_agent_result_limit() {
         let bounds = MysqlBounds::default();
-        bounds.check().unwrap();
+        bounds.validate().unwrap();
         assert!(bounds.worst_case_json_bytes() <= invocation_core::DEFAULT_MAX_AGENT_RESULT_BYTES);
         assert!(bounds.cell_budget(bounds.max_columns) >= MIN_CELL_BYTES);
         assert_eq!(bounds.cell_budget(1), DEFAULT_MAX_CELL_BYTES);
@@ -448,17 +442,17 @@ mod tests {
     fn values_map_to_structured_cells() {
         let big = 1024;
         let cases = [
-            (RawValue::UInt(u64::MAX), SqlValue::UInt(u64::MAX)),
-            (RawValue::UInt(7), SqlValue::Int(7)),
-            (RawValue::Float(0.1), SqlValue::Float(0.1)),
-            (RawValue::Double(f64::NAN), SqlValue::Null),
-            (RawValue::Double(f64::NEG_INFINITY), SqlValue::Null),
+            (RawCell::UInt(u64::MAX), SqlValue::UInt(u64::MAX)),
+            (RawCell::UInt(7), SqlValue::Int(7)),
+            (RawCell::Float(0.1), SqlValue::Float(0.1)),
+            (RawCell::Double(f64::NAN), SqlValue::Null),
+            (RawCell::Double(f64::NEG_INFINITY), SqlValue::Null),
             (
-                RawValue::Decimal("-12.500000".into()),
+                RawCell::Decimal("-12.500000".into()),
                 SqlValue::Text("-12.500000".into()),
             ),
             (
-                RawValue::Date {
+                RawCell::Date {
                     year: 2024,
                     month: 2,
                     day: 29,
@@ -466,7 +460,7 @@ mod tests {
                 SqlValue::Text("2024-02-29".into()),
             ),
             (
-                RawValue::Time {
+                RawCell::Time {
                     negative: true,
                     hours: 838,
                     minutes: 59,
@@ -476,7 +470,7 @@ mod tests {
                 SqlValue::Text("-838:59:59".into()),
             ),
             (
-                RawValue::DateTime {
+                RawCell::DateTime {
                     year: 2024,
                     month: 1,
                     day: 2,
@@ -488,7 +482,7 @@ mod tests {
                 SqlValue::Text("2024-01-02T03:04:05.000060".into()),
             ),
             (
-                RawValue::Bytes(vec![0, 255, 1]),
+                RawCell::Bytes(vec![0, 255, 1]),
                 SqlValue::Text("AP8B".into()),
             ),
         ];
@@ -496,11 +490,11 @@ mod tests {
             assert_eq!(project_value(&raw, big), (expected, false), "{raw:?}");
         }
         // Shortening.
-        let (cell, cut) = project_value(&RawValue::Text("é".repeat(100)), 10);
+        let (cell, cut) = project_value(&RawCell::Text("é".repeat(100)), 10);
         assert_eq!((cell, cut), (SqlValue::Text("éééé".into()), true));
-        let (cell, cut) = project_value(&RawValue::Bytes(vec![1; 100]), 10);
+        let (cell, cut) = project_value(&RawCell::Bytes(vec![1; 100]), 10);
         assert_eq!((cell, cut), (SqlValue::Text("AQEBAQEB".into()), true));
-        let (cell, cut) = project_value(&RawValue::Decimal("1".repeat(100)), 72);
+        let (cell, cut) = project_value(&RawCell::Decimal("1".repeat(100)), 72);
         assert_eq!((cell, cut), (SqlValue::Null, true));
     }
 }

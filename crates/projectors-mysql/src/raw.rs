@@ -1,4 +1,4 @@
-//! The raw response of a [`MysqlExecutor`](crate::MysqlExecutor): ordered
+//! The raw response of a [`MysqlSource`](crate::MysqlSource): ordered
 //! columns and typed rows, as the source returned them (minus what the
 //! executor's own fetch limits dropped, which it flags).
 //!
@@ -12,7 +12,7 @@ pub struct RawResultSet {
     /// The columns, in the statement's order.
     pub columns: Vec<RawColumn>,
     /// The rows, each with one value per column, in column order.
-    pub rows: Vec<Vec<RawValue>>,
+    pub rows: Vec<Vec<RawCell>>,
     /// The source had more rows than `rows` holds (the executor stopped
     /// fetching at its row or byte cap).
     #[serde(default)]
@@ -76,7 +76,7 @@ pub enum RawColumnKind {
 /// One typed value.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum RawValue {
+pub enum RawCell {
     /// SQL NULL.
     Null,
     /// A boolean.
@@ -155,7 +155,7 @@ mod base64_bytes {
     }
 }
 
-impl RawValue {
+impl RawCell {
     /// An upper bound of this value's size in the recorded JSON, in bytes.
     /// Executors use it to keep the raw response within their byte budget.
     #[must_use]
@@ -165,7 +165,7 @@ impl RawValue {
         OVERHEAD
             + match self {
                 Self::Decimal(text) | Self::Text(text) | Self::Json(text) => {
-                    crate::json::escaped_len(text)
+                    invocation_core::json_size::quoted_len(text)
                 }
                 Self::Bytes(bytes) => bytes.len().div_ceil(3) * 4,
                 _ => 0,

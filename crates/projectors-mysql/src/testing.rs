@@ -23,7 +23,7 @@ use std::time::Duration;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts};
 
-use crate::redact_url;
+use invocation_core::redact::connection_url as redact_url;
 
 /// The admin account used when `MYSQL_URL` is not set.
 pub const DEFAULT_ADMIN_URL: &str = "mysql://root@127.0.0.1:3306/?prefer_socket=false";

@@ -1,14 +1,16 @@
-//! The `query_mysql` tool for the boundary: the executor port, its adapter to
-//! the boundary's [`Executor`], and the tool constructor.
+//! The `query_mysql` tool for the boundary: the source port
+//! ([`MysqlSource`]), its adapter to the boundary's [`Executor`], and the
+//! tool constructors (see docs/projectors.md, "One shape for the three tools").
 
 use std::fmt::Debug;
 use std::sync::Arc;
 
 use aci_contracts::{QueryMysqlRequest, SqlValue, ToolName};
 use async_trait::async_trait;
+use invocation_core::bounds::{InvalidBounds, ProjectionBounds};
 use invocation_core::{ExecutionContext, ExecutionError, Executor, ToolSpec};
 
-use crate::{MysqlProjector, RawResultSet, Result, query_mysql_scope};
+use crate::{MysqlBounds, MysqlProjector, RawResultSet, Result, query_mysql_scope};
 
 /// One statement to run against a logical data source.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -24,7 +26,7 @@ pub struct MysqlQuery<'a> {
 /// Runs one read-only statement against a named data source and returns its
 /// ordered columns and typed rows.
 #[async_trait]
-pub trait MysqlExecutor: Send + Sync + Debug + 'static {
+pub trait MysqlSource: Send + Sync + Debug + 'static {
     /// Runs `query`.
     ///
     /// # Behavior
@@ -47,32 +49,32 @@ pub trait MysqlExecutor: Send + Sync + Debug + 'static {
 }
 
 #[async_trait]
-impl<T: MysqlExecutor + ?Sized> MysqlExecutor for Arc<T> {
+impl<T: MysqlSource + ?Sized> MysqlSource for Arc<T> {
     async fn query(&self, query: MysqlQuery<'_>) -> Result<RawResultSet> {
         (**self).query(query).await
     }
 }
 
-/// Adapts a [`MysqlExecutor`] to the boundary's [`Executor`].
+/// Adapts a [`MysqlSource`] to the boundary's [`Executor`].
 #[derive(Debug, Clone)]
-pub struct QueryMysqlExecutor<X> {
-    executor: X,
+pub struct QueryMysqlExecutor<S> {
+    source: S,
 }
 
-impl<X: MysqlExecutor> QueryMysqlExecutor<X> {
-    /// Wraps `executor`.
-    pub const fn new(executor: X) -> Self {
-        Self { executor }
+impl<S: MysqlSource> QueryMysqlExecutor<S> {
+    /// Wraps `source`.
+    pub const fn new(source: S) -> Self {
+        Self { source }
     }
 
-    /// The wrapped executor.
-    pub const fn inner(&self) -> &X {
-        &self.executor
+    /// The wrapped source.
+    pub const fn inner(&self) -> &S {
+        &self.source
     }
 }
 
 #[async_trait]
-impl<X: MysqlExecutor> Executor for QueryMysqlExecutor<X> {
+impl<S: MysqlSource> Executor for QueryMysqlExecutor<S> {
     type Request = QueryMysqlRequest;
     type Raw = RawResultSet;
 
@@ -86,31 +88,37 @@ impl<X: MysqlExecutor> Executor for QueryMysqlExecutor<X> {
             sql: &request.sql,
             params: &request.params,
         };
-        self.executor
-            .query(query)
-            .await
-            .map_err(crate::Error::into_execution_error)
+        Ok(self.source.query(query).await?)
     }
 }
 
 /// The tool type [`query_mysql_tool`] builds.
-pub type QueryMysqlTool<X> = ToolSpec<QueryMysqlExecutor<X>, MysqlProjector>;
+pub type QueryMysqlTool<S> = ToolSpec<QueryMysqlExecutor<S>, MysqlProjector>;
 
-/// The frozen `query_mysql` tool over `executor`, with the default projection
+/// The frozen `query_mysql` tool over `source`, with the default projection
 /// bounds, request validation (non-blank data source and SQL) and the scope
 /// normalizer [`query_mysql_scope`].
-pub fn query_mysql_tool<X: MysqlExecutor>(executor: X) -> QueryMysqlTool<X> {
-    query_mysql_tool_with(executor, MysqlProjector::default())
+pub fn query_mysql_tool<S: MysqlSource>(source: S) -> QueryMysqlTool<S> {
+    tool(source, MysqlProjector::default())
 }
 
-/// [`query_mysql_tool`] with a custom projector (for example tighter bounds).
-pub fn query_mysql_tool_with<X: MysqlExecutor>(
-    executor: X,
-    projector: MysqlProjector,
-) -> QueryMysqlTool<X> {
+/// [`query_mysql_tool`] with other projection bounds.
+///
+/// # Errors
+/// [`InvalidBounds`] when `bounds` cannot guarantee a valid, bounded result;
+/// bounds are refused, never clamped.
+pub fn query_mysql_tool_with<S: MysqlSource>(
+    source: S,
+    bounds: MysqlBounds,
+) -> Result<QueryMysqlTool<S>, InvalidBounds> {
+    bounds.validate()?;
+    Ok(tool(source, MysqlProjector::from_valid(bounds)))
+}
+
+fn tool<S: MysqlSource>(source: S, projector: MysqlProjector) -> QueryMysqlTool<S> {
     ToolSpec::frozen(
         ToolName::QueryMysql,
-        QueryMysqlExecutor::new(executor),
+        QueryMysqlExecutor::new(source),
         projector,
     )
     .validate_with(|request: &QueryMysqlRequest| request.validate().is_ok())

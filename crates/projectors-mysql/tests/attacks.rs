@@ -14,7 +14,7 @@ use aci_contracts::{ErrorCode, InvocationStatus, RunId, SqlValue};
 use invocation_core::{RunContext, ToolBoundary, ToolEnvelope};
 use projectors_mysql::testing::TestDatabase;
 use projectors_mysql::{
-    DataSourceConfig, MysqlAsyncExecutor, MysqlConfig, MysqlQuery, query_mysql_tool,
+    DataSourceConfig, MysqlAsyncSource, MysqlConfig, MysqlQuery, query_mysql_tool,
 };
 use serde_json::{Value, json};
 use store_memory::MemoryStore;
@@ -393,6 +393,44 @@ fn corpus() -> Vec<(&'static str, Value, Expect)> {
             json!(["'; DROP TABLE evidence; --"]),
             Rejected,
         ),
+        // Reading the infrastructure: host, paths, port, account.
+        (
+            "SELECT @@hostname, @@datadir, @@port, @@socket, @@pid_file, USER(), CURRENT_USER()",
+            none.clone(),
+            Rejected,
+        ),
+        ("SELECT @@hostname", none.clone(), Rejected),
+        ("SELECT @@datadir", none.clone(), Rejected),
+        ("SELECT @@port", none.clone(), Rejected),
+        ("SELECT @@socket", none.clone(), Rejected),
+        ("SELECT @@pid_file", none.clone(), Rejected),
+        ("SELECT @@basedir, @@tmpdir", none.clone(), Rejected),
+        ("SELECT @@global.hostname", none.clone(), Rejected),
+        ("SELECT @@session.server_id", none.clone(), Rejected),
+        ("SELECT USER()", none.clone(), Rejected),
+        ("SELECT CURRENT_USER()", none.clone(), Rejected),
+        ("SELECT CURRENT_USER", none.clone(), Rejected),
+        ("SELECT SESSION_USER()", none.clone(), Rejected),
+        ("SELECT SYSTEM_USER()", none.clone(), Rejected),
+        ("SELECT CURRENT_ROLE()", none.clone(), Rejected),
+        ("SELECT CONNECTION_ID()", none.clone(), Rejected),
+        ("SELECT UUID(), UUID_SHORT()", none.clone(), Rejected),
+        (
+            "SELECT note FROM evidence WHERE note = @@hostname",
+            none.clone(),
+            Rejected,
+        ),
+        (
+            "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_VARIABLES WHERE VARIABLE_NAME = 'HOSTNAME'",
+            none.clone(),
+            Rejected,
+        ),
+        // The allow-listed variables still read.
+        (
+            "SELECT @@version, @@version_comment",
+            none.clone(),
+            Harmless,
+        ),
         // Reads that look alarming but only read.
         ("SELECT 0x44524F50205441424C45", none.clone(), Harmless),
         (
@@ -446,7 +484,7 @@ async fn run_corpus(db: TestDatabase, corpus: Vec<(&'static str, Value, Expect)>
         .timeout(Duration::from_millis(500))
         .client_timeout(Duration::from_secs(3));
     let executor =
-        Arc::new(MysqlAsyncExecutor::new(&MysqlConfig::new().data_source("shop", source)).unwrap());
+        Arc::new(MysqlAsyncSource::new(&MysqlConfig::new().data_source("shop", source)).unwrap());
     let boundary = ToolBoundary::builder(Arc::new(MemoryStore::new()))
         .tool(query_mysql_tool(Arc::clone(&executor)))
         .build()

@@ -12,7 +12,7 @@ use invocation_core::{
     BoundaryOutcome, DEFAULT_MAX_AGENT_RESULT_BYTES, RunContext, ToolBoundary, ToolEnvelope,
 };
 use projectors_mysql::{
-    Error, MysqlExecutor, MysqlQuery, RawColumn, RawColumnKind, RawResultSet, RawValue, gate,
+    Error, MysqlQuery, MysqlSource, RawCell, RawColumn, RawColumnKind, RawResultSet, gate,
     query_mysql_tool,
 };
 use serde_json::{Value, json};
@@ -25,7 +25,7 @@ struct FakeMysql {
 }
 
 #[async_trait]
-impl MysqlExecutor for FakeMysql {
+impl MysqlSource for FakeMysql {
     async fn query(&self, query: MysqlQuery<'_>) -> projectors_mysql::Result<RawResultSet> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         let raw = self
@@ -51,10 +51,10 @@ fn fake() -> Arc<FakeMysql> {
         ],
         rows: vec![
             vec![
-                RawValue::UInt(18_446_744_073_709_551_615),
-                RawValue::Text("PAYMENT_TIMEOUT".into()),
-                RawValue::Decimal("99.500000".into()),
-                RawValue::DateTime {
+                RawCell::UInt(18_446_744_073_709_551_615),
+                RawCell::Text("PAYMENT_TIMEOUT".into()),
+                RawCell::Decimal("99.500000".into()),
+                RawCell::DateTime {
                     year: 2025,
                     month: 3,
                     day: 1,
@@ -65,10 +65,10 @@ fn fake() -> Arc<FakeMysql> {
                 },
             ],
             vec![
-                RawValue::UInt(2),
-                RawValue::Text("PAID".into()),
-                RawValue::Null,
-                RawValue::Null,
+                RawCell::UInt(2),
+                RawCell::Text("PAID".into()),
+                RawCell::Null,
+                RawCell::Null,
             ],
         ],
         more_rows: false,
@@ -86,7 +86,7 @@ fn fake() -> Arc<FakeMysql> {
         rows: (0..40)
             .map(|_| {
                 (0..40)
-                    .map(|_| RawValue::Text("\"\u{1}".repeat(60)))
+                    .map(|_| RawCell::Text("\"\u{1}".repeat(60)))
                     .collect()
             })
             .collect(),
@@ -325,4 +325,30 @@ async fn equivalent_requests_share_a_fingerprint_and_different_ones_do_not() {
         .await,
     );
     assert_ne!(a, b);
+}
+
+#[test]
+fn invalid_bounds_are_refused_when_the_tool_is_built() {
+    let bad = projectors_mysql::MysqlBounds {
+        max_rows: 0,
+        ..projectors_mysql::MysqlBounds::default()
+    };
+    let error = projectors_mysql::query_mysql_tool_with(fake(), bad).unwrap_err();
+    assert_eq!(error.to_string(), "max_rows must be at least 1");
+    let tight = projectors_mysql::MysqlBounds {
+        max_rows: 1,
+        ..projectors_mysql::MysqlBounds::default()
+    };
+    assert!(projectors_mysql::query_mysql_tool_with(fake(), tight).is_ok());
+}
+
+#[test]
+fn port_errors_keep_their_category_and_retryability() {
+    use invocation_core::{ExecutionError, ExecutionErrorKind};
+    let rejected = ExecutionError::from(Error::DataSourceUnknown);
+    assert_eq!(rejected.kind(), ExecutionErrorKind::DataSourceUnknown);
+    assert!(!rejected.retryable());
+    let timeout = ExecutionError::from(Error::Timeout);
+    assert_eq!(timeout.kind(), ExecutionErrorKind::Timeout);
+    assert!(timeout.retryable());
 }

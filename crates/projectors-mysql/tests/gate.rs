@@ -412,7 +412,7 @@ fn words_the_server_splits_are_refused() {
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
     for sql in [
-        "SELECT @@version, @@global.max_connections, @@session.sql_mode",
+        "SELECT @@version, @@global.version_comment, @@session.sql_mode",
         "SELECT @x, @user_1, @v$",
         "SELECT café, `naïve` FROM t",
     ] {
@@ -497,6 +497,92 @@ fn the_whole_text_is_one_statement_and_names_have_two_parts_at_most() {
             check_query(sql, 0).is_ok(),
             "{sql:?}: {:?}",
             check_query(sql, 0)
+        );
+    }
+}
+
+/// The model must not learn the infrastructure: host names, paths, ports,
+/// the account. Only a short allow-list of system variables is readable.
+#[test]
+fn system_variables_and_identity_functions_are_refused() {
+    let system_variable = [
+        "SELECT @@hostname",
+        "SELECT @@datadir",
+        "SELECT @@port",
+        "SELECT @@socket",
+        "SELECT @@pid_file",
+        "SELECT @@basedir",
+        "SELECT @@tmpdir",
+        "SELECT @@server_id",
+        "SELECT @@report_host",
+        "SELECT @@global.hostname",
+        "SELECT @@GLOBAL.datadir",
+        "SELECT @@session.port",
+        "SELECT @@local.socket",
+        "SELECT @@global.max_connections",
+        "SELECT @@HOSTNAME AS h FROM t",
+        "SELECT id FROM t WHERE note = @@hostname",
+        "SELECT (SELECT @@datadir) AS d",
+        "SELECT @@version, @@hostname",
+        "SELECT @@version.x",
+        "SELECT @@session",
+        "SELECT @@global.`hostname`",
+    ];
+    let forbidden_function = [
+        "SELECT USER()",
+        "SELECT user()",
+        "SELECT CURRENT_USER()",
+        "SELECT CURRENT_USER",
+        "SELECT current_user AS u",
+        "SELECT SESSION_USER()",
+        "SELECT SYSTEM_USER()",
+        "SELECT CURRENT_ROLE()",
+        "SELECT CURRENT_ROLE",
+        "SELECT CONNECTION_ID()",
+        "SELECT UUID()",
+        "SELECT UUID_SHORT()",
+        "SELECT SYS_GUID()",
+        "SELECT `USER`()",
+        "SELECT id FROM t WHERE note = USER()",
+    ];
+    let server_information = [
+        "SELECT * FROM information_schema.GLOBAL_VARIABLES",
+        "SELECT VARIABLE_VALUE FROM information_schema.global_variables WHERE VARIABLE_NAME = 'HOSTNAME'",
+        "SELECT * FROM INFORMATION_SCHEMA.SESSION_VARIABLES",
+        "SELECT * FROM information_schema.SYSTEM_VARIABLES",
+        "SELECT HOST FROM information_schema.PROCESSLIST",
+        "SELECT GRANTEE FROM information_schema.USER_PRIVILEGES",
+        "SELECT * FROM information_schema.GLOBAL_STATUS",
+    ];
+    let schemas = AllowedSchemas::new(["shop", "information_schema"]);
+    let mut wrong = Vec::new();
+    for (sqls, expected) in [
+        (&system_variable[..], Rejection::SystemVariable),
+        (&forbidden_function[..], Rejection::ForbiddenFunction),
+        (&server_information[..], Rejection::ServerInformation),
+    ] {
+        for sql in sqls {
+            match check_with(sql, 0, &schemas) {
+                Err(Error::QueryRejected { reason }) if reason == expected => {}
+                other => wrong.push(format!("{sql:?}: {other:?}, expected {expected:?}")),
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    for sql in [
+        "SELECT @@version, @@version_comment, @@sql_mode, @@time_zone",
+        "SELECT @@session.time_zone, @@global.version, @@LOCAL.sql_mode",
+        "SELECT `user`, `current_user` FROM t",
+        "SELECT user FROM t",
+        "SELECT DATABASE()",
+        "SELECT TABLE_NAME FROM information_schema.TABLES",
+        "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_NAME = ?",
+    ] {
+        let params = sql.matches('?').count();
+        assert!(
+            check_with(sql, params, &schemas).is_ok(),
+            "{sql:?}: {:?}",
+            check_with(sql, params, &schemas)
         );
     }
 }

@@ -15,8 +15,8 @@ use invocation_core::{BoundaryOutcome, RunContext, ToolBoundary, ToolEnvelope};
 use mysql_async::prelude::Queryable;
 use projectors_mysql::testing::TestDatabase;
 use projectors_mysql::{
-    DataSourceConfig, Error, MysqlAsyncExecutor, MysqlConfig, MysqlExecutor, MysqlQuery,
-    QueryMysqlTool, RawValue, Rejection, query_mysql_tool,
+    DataSourceConfig, Error, MysqlAsyncSource, MysqlConfig, MysqlQuery, MysqlSource,
+    QueryMysqlTool, RawCell, Rejection, query_mysql_tool,
 };
 use serde_json::{Value, json};
 use store_memory::MemoryStore;
@@ -92,19 +92,19 @@ where
     }
 }
 
-fn executor(sources: &[(&str, DataSourceConfig)]) -> MysqlAsyncExecutor {
+fn executor(sources: &[(&str, DataSourceConfig)]) -> MysqlAsyncSource {
     let mut config = MysqlConfig::new();
     for (name, source) in sources {
         config = config.data_source(*name, source.clone());
     }
-    MysqlAsyncExecutor::new(&config).unwrap()
+    MysqlAsyncSource::new(&config).unwrap()
 }
 
-fn boundary_over(executor: &Arc<MysqlAsyncExecutor>) -> ToolBoundary {
+fn boundary_over(executor: &Arc<MysqlAsyncSource>) -> ToolBoundary {
     boundary_with(query_mysql_tool(Arc::clone(executor)))
 }
 
-fn boundary_with(tool: QueryMysqlTool<Arc<MysqlAsyncExecutor>>) -> ToolBoundary {
+fn boundary_with(tool: QueryMysqlTool<Arc<MysqlAsyncSource>>) -> ToolBoundary {
     ToolBoundary::builder(Arc::new(MemoryStore::new()))
         .tool(tool)
         .build()
@@ -113,7 +113,7 @@ fn boundary_with(tool: QueryMysqlTool<Arc<MysqlAsyncExecutor>>) -> ToolBoundary 
 
 /// The data source `shop` still answers an ordinary read (after a timeout,
 /// a kill or a closed connection).
-async fn assert_serves_reads(executor: &MysqlAsyncExecutor) {
+async fn assert_serves_reads(executor: &MysqlAsyncSource) {
     let raw = executor
         .query(MysqlQuery {
             data_source: "shop",
@@ -122,7 +122,7 @@ async fn assert_serves_reads(executor: &MysqlAsyncExecutor) {
         })
         .await
         .unwrap();
-    assert_eq!(raw.rows, [[RawValue::Int(5000)]]);
+    assert_eq!(raw.rows, [[RawCell::Int(5000)]]);
 }
 
 async fn call(boundary: &ToolBoundary, id: &str, arguments: Value) -> BoundaryOutcome {
@@ -528,7 +528,7 @@ async fn the_server_enforces_the_statement_time_limit() {
             })
             .await
             .unwrap();
-        assert_eq!(raw.rows, [[RawValue::UInt(101)]]);
+        assert_eq!(raw.rows, [[RawCell::UInt(101)]]);
         if db.is_mariadb() {
             let raw = executor
                 .run_read_only(MysqlQuery {
@@ -538,7 +538,7 @@ async fn the_server_enforces_the_statement_time_limit() {
                 })
                 .await
                 .unwrap();
-            assert_eq!(raw.rows, [[RawValue::Double(0.2)]]);
+            assert_eq!(raw.rows, [[RawCell::Double(0.2)]]);
         }
         // The connection is usable afterwards.
         let raw = executor
@@ -589,7 +589,7 @@ async fn a_big_table_is_read_up_to_its_cap_and_marked_truncated() {
             .await
             .unwrap();
         assert_eq!(raw.rows.len(), 7);
-        assert_eq!(raw.rows[0], [RawValue::Int(11)]);
+        assert_eq!(raw.rows[0], [RawCell::Int(11)]);
         assert!(raw.more_rows);
         // Just under the cap: complete.
         let raw = executor
@@ -854,9 +854,9 @@ async fn tables_must_be_in_the_allowed_schemas() {
         assert_eq!(
             raw.rows,
             [
-                [RawValue::Text("evidence".into())],
-                [RawValue::Text("notes".into())],
-                [RawValue::Text("numbers".into())]
+                [RawCell::Text("evidence".into())],
+                [RawCell::Text("notes".into())],
+                [RawCell::Text("numbers".into())]
             ]
         );
 
@@ -867,8 +867,8 @@ async fn tables_must_be_in_the_allowed_schemas() {
             DataSourceConfig::new("mysql://reader@127.0.0.1:3306/"),
             DataSourceConfig::new(db.reader_url()).allowed_schemas([" "]),
         ] {
-            let error = MysqlAsyncExecutor::new(&MysqlConfig::new().data_source("bad", source))
-                .unwrap_err();
+            let error =
+                MysqlAsyncSource::new(&MysqlConfig::new().data_source("bad", source)).unwrap_err();
             assert_eq!(error.code(), "INVALID_CONFIG", "{error}");
         }
     })

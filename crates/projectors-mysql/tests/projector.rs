@@ -6,8 +6,9 @@ use aci_contracts::{
     EvidenceResult, EvidenceStatus, MAX_ID_BYTES, QueryMysqlResult, SqlValue, ToolCallId,
 };
 use invocation_core::DEFAULT_MAX_AGENT_RESULT_BYTES;
+use invocation_core::bounds::ProjectionBounds;
 use projectors_mysql::{
-    Error, MysqlBounds, MysqlProjector, RawColumn, RawColumnKind, RawResultSet, RawValue,
+    Error, MysqlBounds, MysqlProjector, RawCell, RawColumn, RawColumnKind, RawResultSet,
 };
 use proptest::prelude::*;
 
@@ -34,24 +35,24 @@ fn every_type() -> RawResultSet {
         ],
         rows: vec![
             vec![
-                RawValue::UInt(u64::MAX),
-                RawValue::Int(-42),
-                RawValue::Decimal("12345678901234.123456".into()),
-                RawValue::Double(0.25),
-                RawValue::Float(0.1),
-                RawValue::Date {
+                RawCell::UInt(u64::MAX),
+                RawCell::Int(-42),
+                RawCell::Decimal("12345678901234.123456".into()),
+                RawCell::Double(0.25),
+                RawCell::Float(0.1),
+                RawCell::Date {
                     year: 2024,
                     month: 2,
                     day: 29,
                 },
-                RawValue::Time {
+                RawCell::Time {
                     negative: true,
                     hours: 838,
                     minutes: 59,
                     seconds: 59,
                     micros: 0,
                 },
-                RawValue::DateTime {
+                RawCell::DateTime {
                     year: 2024,
                     month: 5,
                     day: 6,
@@ -60,24 +61,24 @@ fn every_type() -> RawResultSet {
                     second: 9,
                     micros: 123_456,
                 },
-                RawValue::Text("订单超时 ⏱️ \"quoted\"".into()),
-                RawValue::Bytes(vec![0, 1, 2, 253, 254, 255]),
-                RawValue::Json(r#"{"a": [1, 2]}"#.into()),
-                RawValue::Bool(true),
+                RawCell::Text("订单超时 ⏱️ \"quoted\"".into()),
+                RawCell::Bytes(vec![0, 1, 2, 253, 254, 255]),
+                RawCell::Json(r#"{"a": [1, 2]}"#.into()),
+                RawCell::Bool(true),
             ],
             vec![
-                RawValue::UInt(7),
-                RawValue::Null,
-                RawValue::Null,
-                RawValue::Double(f64::NAN),
-                RawValue::Null,
-                RawValue::Null,
-                RawValue::Null,
-                RawValue::Null,
-                RawValue::Null,
-                RawValue::Null,
-                RawValue::Null,
-                RawValue::Bool(false),
+                RawCell::UInt(7),
+                RawCell::Null,
+                RawCell::Null,
+                RawCell::Double(f64::NAN),
+                RawCell::Null,
+                RawCell::Null,
+                RawCell::Null,
+                RawCell::Null,
+                RawCell::Null,
+                RawCell::Null,
+                RawCell::Null,
+                RawCell::Bool(false),
             ],
         ],
         more_rows: false,
@@ -150,9 +151,9 @@ fn golden_truncated() {
         rows: (0..3)
             .map(|i| {
                 vec![
-                    RawValue::Text(format!("{i}: {}", "连接池耗尽😀".repeat(10))),
-                    RawValue::Bytes(vec![0xAB; 100]),
-                    RawValue::Int(i),
+                    RawCell::Text(format!("{i}: {}", "连接池耗尽😀".repeat(10))),
+                    RawCell::Bytes(vec![0xAB; 100]),
+                    RawCell::Int(i),
                 ]
             })
             .collect(),
@@ -209,11 +210,7 @@ fn the_widest_most_escaped_input_fits_the_default_limit() {
             .map(|_| RawColumn::new(nasty.clone(), RawColumnKind::UnsignedInteger))
             .collect(),
         rows: (0..500)
-            .map(|_| {
-                (0..columns)
-                    .map(|_| RawValue::Text(nasty.clone()))
-                    .collect()
-            })
+            .map(|_| (0..columns).map(|_| RawCell::Text(nasty.clone())).collect())
             .collect(),
         more_rows: true,
         values_shortened: true,
@@ -234,13 +231,6 @@ fn the_widest_most_escaped_input_fits_the_default_limit() {
 
 // ---------------------------------------------------------------------------
 // Properties over arbitrary raw input.
-
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(64)
-}
 
 /// Mostly short text; sometimes arbitrary characters; rarely long runs of
 /// characters that escape badly or are multi-byte (the worst cases for bounds).
@@ -271,21 +261,21 @@ fn kind() -> impl Strategy<Value = RawColumnKind> {
     ]
 }
 
-fn value() -> impl Strategy<Value = RawValue> {
+fn value() -> impl Strategy<Value = RawCell> {
     prop_oneof![
-        Just(RawValue::Null),
-        any::<bool>().prop_map(RawValue::Bool),
-        any::<i64>().prop_map(RawValue::Int),
-        any::<u64>().prop_map(RawValue::UInt),
-        any::<f32>().prop_map(RawValue::Float),
-        any::<f64>().prop_map(RawValue::Double),
+        Just(RawCell::Null),
+        any::<bool>().prop_map(RawCell::Bool),
+        any::<i64>().prop_map(RawCell::Int),
+        any::<u64>().prop_map(RawCell::UInt),
+        any::<f32>().prop_map(RawCell::Float),
+        any::<f64>().prop_map(RawCell::Double),
         prop_oneof![
             (any::<i64>(), any::<u64>())
                 .prop_map(|(whole, fraction)| format!("{whole}.{fraction:030}")),
             (0usize..200).prop_map(|digits| "9".repeat(digits)),
         ]
-        .prop_map(RawValue::Decimal),
-        (any::<u16>(), any::<u8>(), any::<u8>()).prop_map(|(year, month, day)| RawValue::Date {
+        .prop_map(RawCell::Decimal),
+        (any::<u16>(), any::<u8>(), any::<u8>()).prop_map(|(year, month, day)| RawCell::Date {
             year,
             month,
             day
@@ -298,7 +288,7 @@ fn value() -> impl Strategy<Value = RawValue> {
             any::<u32>()
         )
             .prop_map(
-                |(negative, hours, minutes, seconds, micros)| RawValue::Time {
+                |(negative, hours, minutes, seconds, micros)| RawCell::Time {
                     negative,
                     hours,
                     minutes,
@@ -313,7 +303,7 @@ fn value() -> impl Strategy<Value = RawValue> {
             any::<u8>(),
             any::<u32>()
         )
-            .prop_map(|(year, month, day, hour, micros)| RawValue::DateTime {
+            .prop_map(|(year, month, day, hour, micros)| RawCell::DateTime {
                 year,
                 month,
                 day,
@@ -322,9 +312,9 @@ fn value() -> impl Strategy<Value = RawValue> {
                 second: 59,
                 micros
             }),
-        text().prop_map(RawValue::Text),
-        text().prop_map(RawValue::Json),
-        (any::<u8>(), 0usize..2000).prop_map(|(byte, len)| RawValue::Bytes(vec![byte; len])),
+        text().prop_map(RawCell::Text),
+        text().prop_map(RawCell::Json),
+        (any::<u8>(), 0usize..2000).prop_map(|(byte, len)| RawCell::Bytes(vec![byte; len])),
     ]
 }
 
@@ -373,7 +363,7 @@ fn bounds() -> impl Strategy<Value = MysqlBounds> {
                     max_column_name_bytes,
                     max_rows_bytes,
                 };
-                bounds.check().is_ok().then_some(bounds)
+                bounds.validate().is_ok().then_some(bounds)
             },
         )
 }
@@ -418,7 +408,7 @@ fn check_properties(projector: &MysqlProjector, raw: &RawResultSet) {
         for (cell, raw_value) in row.iter().zip(raw_row) {
             assert!(serde_json::to_string(cell).unwrap().len() <= cell_budget);
             // Text is an exact prefix of its source.
-            if let (SqlValue::Text(shown), RawValue::Text(source) | RawValue::Json(source)) =
+            if let (SqlValue::Text(shown), RawCell::Text(source) | RawCell::Json(source)) =
                 (cell, raw_value)
             {
                 assert!(source.starts_with(shown.as_str()));
@@ -446,7 +436,7 @@ fn check_properties(projector: &MysqlProjector, raw: &RawResultSet) {
         }
         for (row, raw_row) in result.rows.iter().zip(&raw.rows) {
             for (cell, raw_value) in row.iter().zip(raw_row) {
-                if let (SqlValue::Text(shown), RawValue::Text(source) | RawValue::Json(source)) =
+                if let (SqlValue::Text(shown), RawCell::Text(source) | RawCell::Json(source)) =
                     (cell, raw_value)
                 {
                     assert_eq!(shown, source);
@@ -485,7 +475,7 @@ fn check_properties(projector: &MysqlProjector, raw: &RawResultSet) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases()))]
+    #![proptest_config(testkit::proptest_config())]
 
     #[test]
     fn default_bounds_hold_for_arbitrary_raw_input(raw in raw_result()) {

@@ -1,11 +1,11 @@
 //! The RAG projector: an upstream retrieval response in, a bounded
 //! [`LookupKnowledgeResult`] out. Pure and deterministic.
 //!
-//! See the crate's `DOCS.md` for the accepted spellings, bounds, relevance rule
+//! See docs/projectors.md for the accepted spellings, bounds, relevance rule
 //! and truncation rules; the constants below are the single source of them.
 
 use aci_contracts::{
-    EvidenceStatus, KnowledgeEvidence, LookupKnowledgeRequest, LookupKnowledgeResult,
+    KnowledgeEvidence, LookupKnowledgeRequest, LookupKnowledgeResult, ReadyEvidenceStatus,
     RelevanceLevel, ToolCallId, relevance_in,
 };
 use invocation_core::{
@@ -203,9 +203,9 @@ impl RagProjector {
             };
             LookupKnowledgeResult {
                 evidence_status: if found {
-                    EvidenceStatus::EvidenceFound
+                    ReadyEvidenceStatus::EvidenceFound
                 } else {
-                    EvidenceStatus::NoEvidence
+                    ReadyEvidenceStatus::NoEvidence
                 },
                 tool_call_id: tool_call_id.clone(),
                 query: query.to_owned(),

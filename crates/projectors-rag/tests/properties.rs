@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 
-use aci_contracts::{EvidenceResult, EvidenceStatus, LookupKnowledgeResult, ToolCallId};
+use aci_contracts::{EvidenceResult, LookupKnowledgeResult, ReadyEvidenceStatus, ToolCallId};
 use invocation_core::DEFAULT_MAX_AGENT_RESULT_BYTES;
 use projectors_rag::{
     HEADING_KEYS, ID_KEYS, LIST_KEYS, MIN_TEXT_BYTES, MarkdownKnowledgeBase, RagBounds,
@@ -163,12 +163,11 @@ fn check_invariants(result: &LookupKnowledgeResult, raw: &Value, bounds: &RagBou
     assert_eq!(result.returned_count, result.evidence.len() as u64);
     assert!(result.evidence.len() <= bounds.max_items);
     match result.evidence_status {
-        EvidenceStatus::EvidenceFound => assert!(!result.evidence.is_empty()),
-        EvidenceStatus::NoEvidence => {
+        ReadyEvidenceStatus::EvidenceFound => assert!(!result.evidence.is_empty()),
+        ReadyEvidenceStatus::NoEvidence => {
             assert!(result.evidence.is_empty());
             assert_eq!(result.relevance_level, None);
         }
-        EvidenceStatus::Error => panic!("a projection is never ERROR"),
     }
     let mut upstream = Vec::new();
     strings_in(raw, &mut upstream);

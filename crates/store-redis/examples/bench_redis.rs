@@ -35,7 +35,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aci_contracts::{
-    EvidenceStatus, InvocationStatus, KnowledgeEvidence, LookupKnowledgeResult, RunId, ToolCallId,
+    InvocationStatus, KnowledgeEvidence, LookupKnowledgeResult, ReadyEvidenceStatus, RunId,
+    ToolCallId,
 };
 use async_trait::async_trait;
 use invocation_core::fingerprint::canonical_json;
@@ -140,7 +141,7 @@ impl Projector for BenchProjector {
 
 fn result_for(tool_call_id: ToolCallId, query: &str, payload: &str) -> LookupKnowledgeResult {
     LookupKnowledgeResult {
-        evidence_status: EvidenceStatus::EvidenceFound,
+        evidence_status: ReadyEvidenceStatus::EvidenceFound,
         tool_call_id,
         query: query.to_owned(),
         evidence: vec![KnowledgeEvidence {

@@ -1,6 +1,7 @@
 //! The adapter's error type: configuration problems and sanitized driver failures.
 
 use std::fmt;
+use std::sync::Arc;
 
 use invocation_core::StoreError;
 use redis::{ErrorKind, RedisError, ServerErrorKind};
@@ -171,7 +172,7 @@ impl Failure {
             return Self::Timeout;
         }
         match error.kind() {
-            ErrorKind::Io if crate::tls::is_tls_failure(error) => Self::Tls,
+            ErrorKind::Io if is_tls_failure(error) => Self::Tls,
             ErrorKind::Io if error.is_connection_refusal() => Self::ConnectionRefused,
             ErrorKind::Io if error.is_connection_dropped() => Self::ConnectionLost,
             ErrorKind::Io => Self::Connection,
@@ -204,4 +205,21 @@ impl Failure {
     pub(crate) const fn breaks_connection(self) -> bool {
         matches!(self, Self::Timeout | Self::Protocol) || self.retires_all_connections()
     }
+}
+
+/// Whether a driver error is a failed TLS handshake or session (untrusted
+/// or mismatched certificate, refused client certificate, protocol alert),
+/// as opposed to a plain network failure.
+fn is_tls_failure(error: &RedisError) -> bool {
+    // redis keeps an I/O error as `Arc<dyn Error>`; tokio-rustls wraps the
+    // `rustls::Error` in that `io::Error`.
+    let Some(source) = std::error::Error::source(error) else {
+        return false;
+    };
+    let io = source
+        .downcast_ref::<Arc<dyn std::error::Error + Send + Sync>>()
+        .and_then(|inner| inner.downcast_ref::<std::io::Error>())
+        .or_else(|| source.downcast_ref::<std::io::Error>());
+    io.and_then(std::io::Error::get_ref)
+        .is_some_and(|inner| inner.is::<rustls::Error>())
 }

@@ -6,11 +6,10 @@
 //! The PEM material is checked when the store is built, kept in memory, and
 //! never printed.
 
-use std::error::Error as _;
 use std::fmt;
 use std::sync::{Arc, Once};
 
-use redis::{ClientTlsConfig, RedisError, TlsCertificates};
+use redis::{ClientTlsConfig, TlsCertificates};
 use rustls::RootCertStore;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
@@ -118,21 +117,4 @@ pub(crate) fn ensure_crypto_provider() {
             let _ = rustls::crypto::ring::default_provider().install_default();
         }
     });
-}
-
-/// Whether a driver error is a failed TLS handshake or session (untrusted
-/// or mismatched certificate, refused client certificate, protocol alert),
-/// as opposed to a plain network failure.
-pub(crate) fn is_tls_failure(error: &RedisError) -> bool {
-    // redis keeps an I/O error as `Arc<dyn Error>`; tokio-rustls wraps the
-    // `rustls::Error` in that `io::Error`.
-    let Some(source) = error.source() else {
-        return false;
-    };
-    let io = source
-        .downcast_ref::<Arc<dyn std::error::Error + Send + Sync>>()
-        .and_then(|inner| inner.downcast_ref::<std::io::Error>())
-        .or_else(|| source.downcast_ref::<std::io::Error>());
-    io.and_then(std::io::Error::get_ref)
-        .is_some_and(|inner| inner.is::<rustls::Error>())
 }

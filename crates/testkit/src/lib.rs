@@ -1,6 +1,6 @@
 //! Test support shared by every crate of the workspace, one job per module:
 //!
-//! - [`golden`]: compare output with a committed golden file; a mismatch
+//! - [`golden`](mod@golden): compare output with a committed golden file; a mismatch
 //!   fails with a unified diff and the regenerate command, and
 //!   `UPDATE_GOLDEN=1` rewrites the file (only when its content changed);
 //! - [`proptest_config`]: property tests take their case count from

@@ -2,7 +2,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{EvidenceResult, ResultCounters, ValidationError, check_status_and_count};
-use crate::{EvidenceStatus, RelevanceLevel, ToolCallId};
+use crate::{ReadyEvidenceStatus, RelevanceLevel, ToolCallId};
 
 /// One passage of knowledge evidence: exactly these five fields.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
@@ -26,7 +26,7 @@ pub struct KnowledgeEvidence {
 #[schemars(title = "lookup_knowledge result")]
 pub struct LookupKnowledgeResult {
     /// `EVIDENCE_FOUND` or `NO_EVIDENCE`.
-    pub evidence_status: EvidenceStatus,
+    pub evidence_status: ReadyEvidenceStatus,
     /// The framework's id of this call; cite the evidence by it.
     pub tool_call_id: ToolCallId,
     /// The query as the agent sent it: the scope of this observation.
@@ -48,7 +48,7 @@ pub struct LookupKnowledgeResult {
 #[schemars(title = "lookup_knowledge observation")]
 pub struct LookupKnowledgeObservation {
     /// `EVIDENCE_FOUND` or `NO_EVIDENCE`.
-    pub evidence_status: EvidenceStatus,
+    pub evidence_status: ReadyEvidenceStatus,
     /// The framework's id of this call; cite the evidence by it.
     pub tool_call_id: ToolCallId,
     /// The query as the agent sent it: the scope of this observation.
@@ -65,7 +65,7 @@ pub struct LookupKnowledgeObservation {
 impl EvidenceResult for LookupKnowledgeResult {
     type Observation = LookupKnowledgeObservation;
 
-    fn evidence_status(&self) -> EvidenceStatus {
+    fn evidence_status(&self) -> ReadyEvidenceStatus {
         self.evidence_status
     }
 
@@ -79,7 +79,8 @@ impl EvidenceResult for LookupKnowledgeResult {
 
     fn validate(&self) -> Result<(), ValidationError> {
         let has = !self.evidence.is_empty();
-        if self.evidence_status == EvidenceStatus::NoEvidence && self.relevance_level.is_some() {
+        if self.evidence_status == ReadyEvidenceStatus::NoEvidence && self.relevance_level.is_some()
+        {
             return Err(ValidationError::NoEvidenceWithEvidence);
         }
         check_status_and_count(

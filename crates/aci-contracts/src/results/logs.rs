@@ -2,7 +2,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{EvidenceResult, ResultCounters, ValidationError, check_status_and_count};
-use crate::{EvidenceStatus, LogLevel, LogTopic, SourceKind, Timestamp, ToolCallId};
+use crate::{LogLevel, LogTopic, ReadyEvidenceStatus, SourceKind, Timestamp, ToolCallId};
 
 /// The complete scope a log query ran over.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
@@ -54,7 +54,7 @@ pub struct LogEvent {
 #[schemars(title = "query_logs result")]
 pub struct QueryLogsResult {
     /// `EVIDENCE_FOUND` or `NO_EVIDENCE`.
-    pub evidence_status: EvidenceStatus,
+    pub evidence_status: ReadyEvidenceStatus,
     /// The framework's id of this call; cite the evidence by it.
     pub tool_call_id: ToolCallId,
     /// Where the events came from.
@@ -79,7 +79,7 @@ pub struct QueryLogsResult {
 #[schemars(title = "query_logs observation")]
 pub struct QueryLogsObservation {
     /// `EVIDENCE_FOUND` or `NO_EVIDENCE`.
-    pub evidence_status: EvidenceStatus,
+    pub evidence_status: ReadyEvidenceStatus,
     /// The framework's id of this call; cite the evidence by it.
     pub tool_call_id: ToolCallId,
     /// Where the events came from.
@@ -99,7 +99,7 @@ pub struct QueryLogsObservation {
 impl EvidenceResult for QueryLogsResult {
     type Observation = QueryLogsObservation;
 
-    fn evidence_status(&self) -> EvidenceStatus {
+    fn evidence_status(&self) -> ReadyEvidenceStatus {
         self.evidence_status
     }
 
@@ -113,7 +113,7 @@ impl EvidenceResult for QueryLogsResult {
 
     fn validate(&self) -> Result<(), ValidationError> {
         let has = !self.events.is_empty() || !self.patterns.is_empty();
-        if self.evidence_status == EvidenceStatus::NoEvidence && self.match_count > 0 {
+        if self.evidence_status == ReadyEvidenceStatus::NoEvidence && self.match_count > 0 {
             return Err(ValidationError::NoEvidenceWithEvidence);
         }
         check_status_and_count(

@@ -18,15 +18,12 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::{EvidenceStatus, RelevanceLevel, ToolCallId};
+use crate::{ReadyEvidenceStatus, RelevanceLevel, ToolCallId};
 
 /// A result breaks the contract's consistency rules.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ValidationError {
-    /// A READY result claims `evidence_status = ERROR`.
-    #[error("a READY result cannot have evidence_status ERROR")]
-    ErrorStatus,
     /// `EVIDENCE_FOUND` with nothing to cite.
     #[error("EVIDENCE_FOUND requires at least one evidence item")]
     FoundWithoutEvidence,
@@ -90,8 +87,8 @@ pub trait EvidenceResult:
     /// What the model sees of this result.
     type Observation: Serialize + DeserializeOwned + JsonSchema + Clone + Send + Sync + 'static;
 
-    /// `EVIDENCE_FOUND` or `NO_EVIDENCE` for a valid result.
-    fn evidence_status(&self) -> EvidenceStatus;
+    /// `EVIDENCE_FOUND` or `NO_EVIDENCE`: a READY result cannot say `ERROR`.
+    fn evidence_status(&self) -> ReadyEvidenceStatus;
 
     /// The framework's id of the call that produced this result.
     fn tool_call_id(&self) -> &ToolCallId;
@@ -114,17 +111,16 @@ pub trait EvidenceResult:
 }
 
 fn check_status_and_count(
-    status: EvidenceStatus,
+    status: ReadyEvidenceStatus,
     has_evidence: bool,
     declared: u64,
     actual: usize,
 ) -> Result<(), ValidationError> {
     match status {
-        EvidenceStatus::Error => return Err(ValidationError::ErrorStatus),
-        EvidenceStatus::EvidenceFound if !has_evidence => {
+        ReadyEvidenceStatus::EvidenceFound if !has_evidence => {
             return Err(ValidationError::FoundWithoutEvidence);
         }
-        EvidenceStatus::NoEvidence if has_evidence => {
+        ReadyEvidenceStatus::NoEvidence if has_evidence => {
             return Err(ValidationError::NoEvidenceWithEvidence);
         }
         _ => {}

@@ -4,7 +4,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
 use super::{EvidenceResult, ResultCounters, ValidationError, check_status_and_count};
-use crate::{EvidenceStatus, ToolCallId};
+use crate::{ReadyEvidenceStatus, ToolCallId};
 
 /// A JSON scalar: a placeholder value in a request, or one cell of a row.
 ///
@@ -86,7 +86,7 @@ pub struct MysqlColumn {
 #[schemars(title = "query_mysql result")]
 pub struct QueryMysqlResult {
     /// `EVIDENCE_FOUND` or `NO_EVIDENCE`.
-    pub evidence_status: EvidenceStatus,
+    pub evidence_status: ReadyEvidenceStatus,
     /// The framework's id of this call; cite the evidence by it.
     pub tool_call_id: ToolCallId,
     /// The columns, in the statement's order.
@@ -105,7 +105,7 @@ pub struct QueryMysqlResult {
 #[schemars(title = "query_mysql observation")]
 pub struct QueryMysqlObservation {
     /// `EVIDENCE_FOUND` or `NO_EVIDENCE`.
-    pub evidence_status: EvidenceStatus,
+    pub evidence_status: ReadyEvidenceStatus,
     /// The framework's id of this call; cite the evidence by it.
     pub tool_call_id: ToolCallId,
     /// The columns, in the statement's order.
@@ -119,7 +119,7 @@ pub struct QueryMysqlObservation {
 impl EvidenceResult for QueryMysqlResult {
     type Observation = QueryMysqlObservation;
 
-    fn evidence_status(&self) -> EvidenceStatus {
+    fn evidence_status(&self) -> ReadyEvidenceStatus {
         self.evidence_status
     }
 

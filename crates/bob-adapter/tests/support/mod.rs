@@ -12,7 +12,7 @@ use invocation_core::{ExecutionContext, InvocationStore, ReplayPolicy, ToolBound
 use projectors_logs::{LogMatches, LogQuery, LogSource, MockLogSource, query_logs_tool};
 use projectors_mysql::testing::TestDatabase;
 use projectors_mysql::{
-    DataSourceConfig, MysqlAsyncExecutor, MysqlConfig, MysqlExecutor, MysqlQuery, RawResultSet,
+    DataSourceConfig, MysqlAsyncSource, MysqlConfig, MysqlQuery, MysqlSource, RawResultSet,
     query_mysql_tool,
 };
 use projectors_rag::{KnowledgeSource, MarkdownKnowledgeBase, lookup_knowledge_tool};
@@ -78,12 +78,12 @@ impl LogSource for CountingLogs {
 
 #[derive(Debug)]
 struct CountingMysql {
-    inner: Arc<MysqlAsyncExecutor>,
+    inner: Arc<MysqlAsyncSource>,
     counts: Arc<Executions>,
 }
 
 #[async_trait]
-impl MysqlExecutor for CountingMysql {
+impl MysqlSource for CountingMysql {
     async fn query(&self, query: MysqlQuery<'_>) -> projectors_mysql::Result<RawResultSet> {
         self.counts.mysql.fetch_add(1, Ordering::SeqCst);
         self.inner.query(query).await
@@ -114,7 +114,7 @@ pub fn boundary(
     if let Some(db) = mysql {
         let config = MysqlConfig::new().data_source("shop", DataSourceConfig::new(db.reader_url()));
         builder = builder.tool(query_mysql_tool(CountingMysql {
-            inner: Arc::new(MysqlAsyncExecutor::new(&config).unwrap()),
+            inner: Arc::new(MysqlAsyncSource::new(&config).unwrap()),
             counts: Arc::clone(&counts),
         }));
     }

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use aci_contracts::{EvidenceStatus, KnowledgeEvidence, LookupKnowledgeResult, ToolCallId};
+use aci_contracts::{KnowledgeEvidence, LookupKnowledgeResult, ReadyEvidenceStatus, ToolCallId};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize, Serializer};
 
@@ -53,8 +53,6 @@ pub enum Mode {
     ProjError,
     /// The projector panics.
     ProjPanic,
-    /// The projector returns a READY result whose status says ERROR.
-    ErrorStatus,
     /// The projector returns evidence whose `returned_count` disagrees with it.
     Inconsistent,
     /// The projector returns a result for another tool call id.
@@ -313,7 +311,7 @@ pub struct FakeProjector {
 #[must_use]
 pub fn found_result(id: &ToolCallId, query: &str, excerpt: &str) -> LookupKnowledgeResult {
     LookupKnowledgeResult {
-        evidence_status: EvidenceStatus::EvidenceFound,
+        evidence_status: ReadyEvidenceStatus::EvidenceFound,
         tool_call_id: id.clone(),
         query: query.into(),
         evidence: vec![KnowledgeEvidence {
@@ -349,13 +347,9 @@ impl Projector for FakeProjector {
             )))),
             Mode::ProjPanic => panic!("projector exploded: {}", raw.secret),
             Mode::NoEvidence => Ok(LookupKnowledgeResult {
-                evidence_status: EvidenceStatus::NoEvidence,
+                evidence_status: ReadyEvidenceStatus::NoEvidence,
                 evidence: Vec::new(),
                 returned_count: 0,
-                ..found_result(id, text, "x")
-            }),
-            Mode::ErrorStatus => Ok(LookupKnowledgeResult {
-                evidence_status: EvidenceStatus::Error,
                 ..found_result(id, text, "x")
             }),
             Mode::Inconsistent => Ok(LookupKnowledgeResult {

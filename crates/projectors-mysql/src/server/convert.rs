@@ -4,7 +4,7 @@ use aci_contracts::SqlValue;
 use mysql_async::consts::{ColumnFlags, ColumnType};
 use mysql_async::{Column, Value};
 
-use crate::{RawColumn, RawColumnKind, RawValue};
+use crate::{RawCell, RawColumn, RawColumnKind};
 
 /// MySQL's `binary` character set: the column holds bytes, not text.
 const BINARY_CHARSET: u16 = 63;
@@ -63,23 +63,23 @@ pub(crate) fn column_kind(column: &Column) -> RawColumnKind {
 
 /// Converts one driver value of a column of `kind`, keeping at most
 /// `max_bytes` of text and binary. Returns whether it was shortened.
-pub(crate) fn value(value: Value, kind: RawColumnKind, max_bytes: usize) -> (RawValue, bool) {
+pub(crate) fn value(value: Value, kind: RawColumnKind, max_bytes: usize) -> (RawCell, bool) {
     let converted = match (kind, value) {
-        (_, Value::NULL) => RawValue::Null,
+        (_, Value::NULL) => RawCell::Null,
         (RawColumnKind::UnsignedInteger, Value::Int(i)) if i >= 0 => {
-            RawValue::UInt(i.unsigned_abs())
+            RawCell::UInt(i.unsigned_abs())
         }
-        (_, Value::Int(i)) => RawValue::Int(i),
+        (_, Value::Int(i)) => RawCell::Int(i),
         (RawColumnKind::Integer, Value::UInt(u)) => {
-            i64::try_from(u).map_or(RawValue::UInt(u), RawValue::Int)
+            i64::try_from(u).map_or(RawCell::UInt(u), RawCell::Int)
         }
-        (_, Value::UInt(u)) => RawValue::UInt(u),
-        (_, Value::Float(f)) => RawValue::Float(f),
-        (_, Value::Double(f)) => RawValue::Double(f),
+        (_, Value::UInt(u)) => RawCell::UInt(u),
+        (_, Value::Float(f)) => RawCell::Float(f),
+        (_, Value::Double(f)) => RawCell::Double(f),
         (RawColumnKind::Date, Value::Date(year, month, day, ..)) => {
-            RawValue::Date { year, month, day }
+            RawCell::Date { year, month, day }
         }
-        (_, Value::Date(year, month, day, hour, minute, second, micros)) => RawValue::DateTime {
+        (_, Value::Date(year, month, day, hour, minute, second, micros)) => RawCell::DateTime {
             year,
             month,
             day,
@@ -88,7 +88,7 @@ pub(crate) fn value(value: Value, kind: RawColumnKind, max_bytes: usize) -> (Raw
             second,
             micros,
         },
-        (_, Value::Time(negative, days, hours, minutes, seconds, micros)) => RawValue::Time {
+        (_, Value::Time(negative, days, hours, minutes, seconds, micros)) => RawCell::Time {
             negative,
             hours: days.saturating_mul(24).saturating_add(u32::from(hours)),
             minutes,
@@ -96,27 +96,27 @@ pub(crate) fn value(value: Value, kind: RawColumnKind, max_bytes: usize) -> (Raw
             micros,
         },
         (RawColumnKind::Boolean, Value::Bytes(bytes)) => {
-            RawValue::Bool(bytes.iter().any(|b| *b != 0))
+            RawCell::Bool(bytes.iter().any(|b| *b != 0))
         }
         (RawColumnKind::UnsignedInteger, Value::Bytes(bytes)) if bytes.len() <= 8 => {
             // BIT(n): big-endian bytes.
-            RawValue::UInt(bytes.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b)))
+            RawCell::UInt(bytes.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b)))
         }
-        (RawColumnKind::Decimal, Value::Bytes(bytes)) => RawValue::Decimal(lossy(bytes)),
+        (RawColumnKind::Decimal, Value::Bytes(bytes)) => RawCell::Decimal(lossy(bytes)),
         (RawColumnKind::Text | RawColumnKind::Json, Value::Bytes(bytes)) => {
             let text = lossy(bytes);
             let (text, cut) = shorten_text(text, max_bytes);
             let value = if kind == RawColumnKind::Json {
-                RawValue::Json(text)
+                RawCell::Json(text)
             } else {
-                RawValue::Text(text)
+                RawCell::Text(text)
             };
             return (value, cut);
         }
         (_, Value::Bytes(mut bytes)) => {
             let cut = bytes.len() > max_bytes;
             bytes.truncate(max_bytes);
-            return (RawValue::Bytes(bytes), cut);
+            return (RawCell::Bytes(bytes), cut);
         }
     };
     (converted, false)
@@ -172,33 +172,33 @@ mod tests {
             (
                 Value::UInt(u64::MAX),
                 RawColumnKind::UnsignedInteger,
-                RawValue::UInt(u64::MAX),
+                RawCell::UInt(u64::MAX),
             ),
             (
                 Value::Int(5),
                 RawColumnKind::UnsignedInteger,
-                RawValue::UInt(5),
+                RawCell::UInt(5),
             ),
-            (Value::UInt(5), RawColumnKind::Integer, RawValue::Int(5)),
+            (Value::UInt(5), RawColumnKind::Integer, RawCell::Int(5)),
             (
                 Value::Bytes(vec![1]),
                 RawColumnKind::Boolean,
-                RawValue::Bool(true),
+                RawCell::Bool(true),
             ),
             (
                 Value::Bytes(vec![1, 0]),
                 RawColumnKind::UnsignedInteger,
-                RawValue::UInt(256),
+                RawCell::UInt(256),
             ),
             (
                 Value::Bytes(b"1.50".to_vec()),
                 RawColumnKind::Decimal,
-                RawValue::Decimal("1.50".into()),
+                RawCell::Decimal("1.50".into()),
             ),
             (
                 Value::Date(2024, 1, 2, 0, 0, 0, 0),
                 RawColumnKind::Date,
-                RawValue::Date {
+                RawCell::Date {
                     year: 2024,
                     month: 1,
                     day: 2,
@@ -207,7 +207,7 @@ mod tests {
             (
                 Value::Time(true, 1, 2, 3, 4, 5),
                 RawColumnKind::Time,
-                RawValue::Time {
+                RawCell::Time {
                     negative: true,
                     hours: 26,
                     minutes: 3,
@@ -218,7 +218,7 @@ mod tests {
             (
                 Value::Bytes(vec![0xff, 0]),
                 RawColumnKind::Binary,
-                RawValue::Bytes(vec![0xff, 0]),
+                RawCell::Bytes(vec![0xff, 0]),
             ),
         ];
         for (driver, kind, expected) in cases {
@@ -226,7 +226,7 @@ mod tests {
         }
         assert_eq!(
             value(Value::Bytes(vec![7; 10]), RawColumnKind::Binary, 4),
-            (RawValue::Bytes(vec![7; 4]), true)
+            (RawCell::Bytes(vec![7; 4]), true)
         );
     }
 }

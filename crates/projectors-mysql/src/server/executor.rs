@@ -10,12 +10,13 @@ use mysql_async::consts::ColumnType;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Column, Conn, Opts, Params, Pool, Transaction, TxOpts};
 
-use super::config::{MysqlConfig, redact_url};
+use super::config::MysqlConfig;
 use super::convert;
 use crate::gate::{self, AllowedSchemas};
 use crate::{
-    Error, MysqlExecutor, MysqlQuery, RawColumn, RawColumnKind, RawResultSet, RawValue, Result,
+    Error, MysqlQuery, MysqlSource, RawCell, RawColumn, RawColumnKind, RawResultSet, Result,
 };
+use invocation_core::redact::connection_url;
 
 /// The kills of cancelled statements still on their way, process-wide (see
 /// [`drain_kills`]).
@@ -84,7 +85,7 @@ impl fmt::Debug for Source {
     }
 }
 
-/// The read-only [`MysqlExecutor`] over `mysql_async` connection pools, one
+/// The read-only [`MysqlSource`] over `mysql_async` connection pools, one
 /// per configured data source.
 ///
 /// Each statement
@@ -94,16 +95,16 @@ impl fmt::Debug for Source {
 /// 3. then runs with the server-side defenses of [`run_read_only`](Self::run_read_only).
 ///
 /// Pools connect lazily: building the executor does no I/O.
-pub struct MysqlAsyncExecutor {
+pub struct MysqlAsyncSource {
     sources: BTreeMap<String, Source>,
     connect_timeout: Duration,
     max_value_bytes: usize,
     max_raw_bytes: usize,
 }
 
-impl fmt::Debug for MysqlAsyncExecutor {
+impl fmt::Debug for MysqlAsyncSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MysqlAsyncExecutor")
+        f.debug_struct("MysqlAsyncSource")
             .field("sources", &self.sources)
             .field("connect_timeout", &self.connect_timeout)
             .field("max_value_bytes", &self.max_value_bytes)
@@ -112,7 +113,7 @@ impl fmt::Debug for MysqlAsyncExecutor {
     }
 }
 
-impl MysqlAsyncExecutor {
+impl MysqlAsyncSource {
     /// An executor over the data sources of `config`.
     ///
     /// # Errors
@@ -166,7 +167,7 @@ impl MysqlAsyncExecutor {
                     fetch_rows: source.fetch_rows(),
                     timeout: source.statement_timeout(),
                     client_timeout: source.client_time_limit(),
-                    redacted_url: redact_url(&source.url),
+                    redacted_url: connection_url(&source.url),
                     flavor: OnceLock::new(),
                 },
             );
@@ -198,7 +199,7 @@ impl MysqlAsyncExecutor {
 
     /// Runs `query` with the server-side defenses only, WITHOUT the SQL gate.
     ///
-    /// This is the lower layer of [`MysqlExecutor::query`]; it exists so the
+    /// This is the lower layer of [`MysqlSource::query`]; it exists so the
     /// server-side defenses can be shown to hold on their own (tests, audits).
     /// Never hand it agent input.
     ///
@@ -373,7 +374,7 @@ impl MysqlAsyncExecutor {
             for (value, column) in row.unwrap().into_iter().zip(&raw.columns) {
                 let (value, cut) = convert::value(value, column.kind, value_bytes);
                 raw.values_shortened |= cut;
-                row_bytes += RawValue::recorded_bytes_upper_bound(&value);
+                row_bytes += RawCell::recorded_bytes_upper_bound(&value);
                 values.push(value);
             }
             // The first row is always kept, so rows found are never reported as none.
@@ -564,7 +565,7 @@ fn query_error(error: mysql_async::Error) -> Error {
 }
 
 #[async_trait]
-impl MysqlExecutor for MysqlAsyncExecutor {
+impl MysqlSource for MysqlAsyncSource {
     async fn query(&self, query: MysqlQuery<'_>) -> Result<RawResultSet> {
         let source = self.source(query.data_source)?;
         gate::check_query(query.sql, query.params.len(), &source.schemas)?;
@@ -579,7 +580,7 @@ mod tests {
 
     #[tokio::test]
     async fn no_data_sources_means_every_name_is_unknown() {
-        let executor = MysqlAsyncExecutor::new(&MysqlConfig::new()).unwrap();
+        let executor = MysqlAsyncSource::new(&MysqlConfig::new()).unwrap();
         let query = MysqlQuery {
             data_source: "orders",
             sql: "SELECT 1",
@@ -606,14 +607,14 @@ mod tests {
                 "timeout_ms",
             ),
         ] {
-            let error = MysqlAsyncExecutor::new(&MysqlConfig::new().data_source("orders", source))
+            let error = MysqlAsyncSource::new(&MysqlConfig::new().data_source("orders", source))
                 .unwrap_err();
             let text = format!("{error} {error:?}");
             assert!(text.contains(problem) && text.contains("orders"), "{text}");
             assert!(!text.contains("hunter2") && !text.contains("u:"), "{text}");
             assert_eq!(error.code(), "INVALID_CONFIG");
         }
-        let error = MysqlAsyncExecutor::new(
+        let error = MysqlAsyncSource::new(
             &MysqlConfig::new().data_source(" ", DataSourceConfig::new("mysql://h/db")),
         )
         .unwrap_err();
@@ -632,7 +633,7 @@ mod tests {
                 DataSourceConfig::new("mysql://h/db").client_timeout(Duration::ZERO),
             ),
         ] {
-            let error = MysqlAsyncExecutor::new(&config).unwrap_err();
+            let error = MysqlAsyncSource::new(&config).unwrap_err();
             assert_eq!(error.code(), "INVALID_CONFIG", "{config:?}");
         }
     }

@@ -1,4 +1,4 @@
-//! The real read-only adapter: [`MysqlAsyncExecutor`] over `mysql_async`.
+//! The real read-only adapter: [`MysqlAsyncSource`] over `mysql_async`.
 
 mod config;
 mod convert;
@@ -6,6 +6,6 @@ mod executor;
 
 pub use config::{
     DEFAULT_CLIENT_GRACE, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FETCH_ROWS, DEFAULT_MAX_RAW_BYTES,
-    DEFAULT_MAX_VALUE_BYTES, DEFAULT_STATEMENT_TIMEOUT, DataSourceConfig, MysqlConfig, redact_url,
+    DEFAULT_MAX_VALUE_BYTES, DEFAULT_STATEMENT_TIMEOUT, DataSourceConfig, MysqlConfig,
 };
-pub use executor::{MysqlAsyncExecutor, drain_kills};
+pub use executor::{MysqlAsyncSource, drain_kills};
