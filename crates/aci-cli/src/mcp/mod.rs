@@ -7,7 +7,7 @@
 //! version, or to the newest revision that still has a handshake. It names
 //! itself `aci` with this crate's version and offers tools only.
 //!
-//! - [`server`]: the handler ([`AciServer`](server::AciServer)), shared with
+//! - [`server`]: the handler ([`server::AciServer`]), shared with
 //!   the HTTP transport;
 //! - [`framing`]: the stdio line transport, which answers every request;
 //! - [`shutdown`]: stop requests and the gate calls pass;
