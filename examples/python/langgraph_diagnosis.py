@@ -180,7 +180,7 @@ def stdio_connection(aci: str, store: str, run_id: str) -> dict[str, Any]:
 def http_connection(url: str, token: str) -> dict[str, Any]:
     """`aci serve --http` at `url` (e.g. `http://127.0.0.1:8080/mcp`) with a bearer token.
 
-    Written for issue 16's HTTP server; not covered by the tests yet.
+    Tested against a real `aci serve --http` replica in `tests/test_http.py`.
     """
     return {
         "transport": "streamable_http",

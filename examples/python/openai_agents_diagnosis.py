@@ -71,7 +71,7 @@ def stdio_server(aci: str, store: str, run_id: str) -> MCPServerStdio:
 def http_server(url: str, token: str) -> MCPServerStreamableHttp:
     """`aci serve --http` at `url` (e.g. `http://127.0.0.1:8080/mcp`) with a bearer token.
 
-    Written for issue 16's HTTP server; not covered by the tests yet.
+    Tested against a real `aci serve --http` replica in `tests/test_http.py`.
     """
     return MCPServerStreamableHttp(
         name="aci",
