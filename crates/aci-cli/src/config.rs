@@ -8,7 +8,7 @@
 //!
 //! [redis]
 //! key_prefix = "aci"        # prefix of every key
-//! pool_size = 16            # connections
+//! pool_size = 4             # shared multiplexed connections
 //! timeout_ms = 2000         # per store operation
 //! tls_ca_file = "/etc/aci/redis-ca.pem"        # rediss://: trust this CA bundle
 //! tls_client_cert_file = "/etc/aci/client.pem" # rediss://: mutual TLS, with
