@@ -58,7 +58,7 @@ async fn a_fresh_harness_recovers_replays_and_verifies_after_a_crash() {
                 .build()
                 .unwrap();
             runtime.block_on(async {
-                let a = harness(&prefix, fast_a, slow_a);
+                let a = harness(&prefix, fast_a, slow_a.clone());
                 let ready = a.invoke(&ctx, call(&run, "a-ready", FAST, "alpha")).await;
                 assert_eq!(ready.control.status, InvocationStatus::Ready);
                 tokio::spawn({
@@ -69,16 +69,18 @@ async fn a_fresh_harness_recovers_replays_and_verifies_after_a_crash() {
                     run.clone(),
                     aci_contracts::ToolCallId::new("a-stuck").unwrap(),
                 );
+                // The record is created before the executor is entered: wait
+                // for both, or A may die before its slow tool ever started.
                 for attempt in 0.. {
                     let record = a
                         .store()
                         .get(&stuck_key, RecordFields::Metadata)
                         .await
                         .unwrap();
-                    if record.is_some() {
+                    if record.is_some() && slow_a.calls() == 1 {
                         break;
                     }
-                    assert!(attempt < 500, "the running call never created its record");
+                    assert!(attempt < 500, "the running call never started");
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
             });
