@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use aci_contracts::{ErrorCode, EvidenceStatus, InvocationStatus, RunId, Timestamp, ToolCallId};
+use aci_contracts::{
+    ErrorCode, EvidenceStatus, InvocationStatus, ReadyEvidenceStatus, RunId, Timestamp, ToolCallId,
+};
 
 use crate::ScopeFingerprint;
 
@@ -119,6 +121,15 @@ pub enum ReadyEvidence {
     Found,
     /// `NO_EVIDENCE`.
     NoEvidence,
+}
+
+impl From<ReadyEvidenceStatus> for ReadyEvidence {
+    fn from(status: ReadyEvidenceStatus) -> Self {
+        match status {
+            ReadyEvidenceStatus::EvidenceFound => Self::Found,
+            ReadyEvidenceStatus::NoEvidence => Self::NoEvidence,
+        }
+    }
 }
 
 impl ReadyEvidence {

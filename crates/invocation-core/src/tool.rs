@@ -5,7 +5,7 @@ use std::fmt::{self, Debug};
 use std::sync::Arc;
 
 use aci_contracts::{
-    ErrorCode, EvidenceResult, EvidenceStatus, ResultCounters, RunId, Timestamp, ToolCallId,
+    ErrorCode, EvidenceResult, ReadyEvidenceStatus, ResultCounters, RunId, Timestamp, ToolCallId,
     ToolName, ValidationError,
 };
 use async_trait::async_trait;
@@ -400,7 +400,7 @@ pub(crate) trait RawOutput: Send + Sync {
 
 /// A bounded result, typed underneath.
 pub(crate) trait ErasedResult: Send + Sync {
-    fn evidence_status(&self) -> EvidenceStatus;
+    fn evidence_status(&self) -> ReadyEvidenceStatus;
     fn tool_call_id(&self) -> &ToolCallId;
     fn set_tool_call_id(&mut self, id: ToolCallId);
     fn validate(&self) -> Result<(), ValidationError>;
@@ -410,8 +410,8 @@ pub(crate) trait ErasedResult: Send + Sync {
 }
 
 impl<T: EvidenceResult> ErasedResult for T {
-    fn evidence_status(&self) -> EvidenceStatus {
-        EvidenceResult::evidence_status(self).into()
+    fn evidence_status(&self) -> ReadyEvidenceStatus {
+        EvidenceResult::evidence_status(self)
     }
     fn tool_call_id(&self) -> &ToolCallId {
         EvidenceResult::tool_call_id(self)

@@ -92,8 +92,7 @@ pub(super) fn check_result(
     if result.tool_call_id() != &call.id {
         return Err(ErrorCode::InvalidEvidenceStatus);
     }
-    let evidence = ReadyEvidence::from_status(result.evidence_status())
-        .ok_or(ErrorCode::InvalidEvidenceStatus)?;
+    let evidence = ReadyEvidence::from(result.evidence_status());
     result
         .validate()
         .map_err(|_| ErrorCode::InvalidEvidenceStatus)?;
