@@ -9,17 +9,6 @@ use invocation_core::fingerprint::canonical_json;
 use proptest::prelude::*;
 use serde_json::{Map, Number, Value};
 
-fn config() -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(64);
-    ProptestConfig {
-        cases,
-        ..ProptestConfig::default()
-    }
-}
-
 fn json() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
         Just(Value::Null),
@@ -60,7 +49,7 @@ fn respelled(value: &Value) -> String {
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(testkit::proptest_config())]
 
     #[test]
     fn bob_text_maps_to_the_canonical_fingerprint(name in "[a-z_/:]{1,12}", args in json()) {

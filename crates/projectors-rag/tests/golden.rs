@@ -6,35 +6,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
-
 use aci_contracts::{EvidenceResult, ToolCallId};
 use projectors_rag::{MarkdownKnowledgeBase, RagBounds, RagProjector};
 use serde_json::{Value, json};
 
 fn golden(name: &str, actual: &impl serde::Serialize) {
-    let path: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "golden", name]
-        .iter()
-        .collect();
-    let text = serde_json::to_string_pretty(actual).unwrap() + "\n";
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        let current = std::fs::read_to_string(&path).unwrap_or_default();
-        if current != text {
-            std::fs::write(&path, &text).unwrap();
-        }
-        return;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|_| {
-        panic!(
-            "missing golden file {}; create it with UPDATE_GOLDEN=1 cargo test -p projectors-rag --test golden",
-            path.display()
-        )
-    });
-    assert_eq!(
-        text, expected,
-        "{name} differs from its golden file; if the change is intended, run \
-         UPDATE_GOLDEN=1 cargo test -p projectors-rag --test golden and review the diff"
-    );
+    testkit::golden!().check_json(name, actual);
 }
 
 fn id(text: &str) -> ToolCallId {

@@ -173,13 +173,6 @@ fn every_labeled_target_exists() {
     }
 }
 
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(48)
-}
-
 fn unicode_text() -> impl Strategy<Value = String> {
     prop_oneof![
         any::<String>(),
@@ -193,7 +186,7 @@ fn documents(response: &Value) -> &Vec<Value> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases()))]
+    #![proptest_config(testkit::proptest_config_with_default(48))]
 
     /// Arbitrary Unicode documents and queries never panic the analyzer, and
     /// every excerpt is an exact substring of its source document, at the
