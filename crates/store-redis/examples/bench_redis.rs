@@ -34,18 +34,13 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aci_contracts::{
-    InvocationStatus, KnowledgeEvidence, LookupKnowledgeResult, ReadyEvidenceStatus, RunId,
-    ToolCallId,
-};
-use async_trait::async_trait;
+use aci_contracts::{InvocationStatus, RunId, ToolCallId};
 use invocation_core::fingerprint::canonical_json;
+use invocation_core::testing::fake::{self, FakeExecutor, FakeRaw, FakeRequest, Mode};
 use invocation_core::{
-    Budgets, Clock, ExecutionContext, ExecutionError, Executor, Finalization, InvocationKey,
-    InvocationStore, NewInvocation, ProjectionContext, ProjectionError, Projector, ReadyEvidence,
-    RunContext, ScopeFingerprint, SystemClock, ToolBoundary, ToolEnvelope, ToolSpec,
+    Budgets, Clock, Finalization, InvocationKey, InvocationStore, NewInvocation, ReadyEvidence,
+    RunContext, ScopeFingerprint, SystemClock, ToolBoundary, ToolEnvelope,
 };
-use serde::{Deserialize, Serialize};
 use store_redis::testing::{
     Admin, RedisCluster, RedisServer, SCRIPT_INTERNAL_COMMANDS, monitor_port, record_key, unique_id,
 };
@@ -84,78 +79,6 @@ const CLUSTER_NODES: usize = 3;
 const CLUSTER_IN_FLIGHT: usize = 64;
 const CLUSTER_CHUNK: usize = 3200;
 const CLUSTER_CHUNKS: usize = 6;
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct BenchRequest {
-    query: String,
-}
-
-#[derive(Debug, Clone, Serialize)]
-struct BenchRaw {
-    query: String,
-    payload: String,
-}
-
-#[derive(Debug, Clone)]
-struct BenchExecutor {
-    payload: Arc<str>,
-}
-
-#[async_trait]
-impl Executor for BenchExecutor {
-    type Request = BenchRequest;
-    type Raw = BenchRaw;
-
-    async fn execute(
-        &self,
-        request: &BenchRequest,
-        _context: &ExecutionContext,
-    ) -> Result<BenchRaw, ExecutionError> {
-        Ok(BenchRaw {
-            query: request.query.clone(),
-            payload: self.payload.to_string(),
-        })
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-struct BenchProjector;
-
-impl Projector for BenchProjector {
-    type Request = BenchRequest;
-    type Raw = BenchRaw;
-    type Output = LookupKnowledgeResult;
-
-    fn project(
-        &self,
-        context: &ProjectionContext<'_, BenchRequest>,
-        raw: &BenchRaw,
-    ) -> Result<LookupKnowledgeResult, ProjectionError> {
-        Ok(result_for(
-            context.tool_call_id.clone(),
-            &raw.query,
-            &raw.payload,
-        ))
-    }
-}
-
-fn result_for(tool_call_id: ToolCallId, query: &str, payload: &str) -> LookupKnowledgeResult {
-    LookupKnowledgeResult {
-        evidence_status: ReadyEvidenceStatus::EvidenceFound,
-        tool_call_id,
-        query: query.to_owned(),
-        evidence: vec![KnowledgeEvidence {
-            document_id: "doc-1".to_owned(),
-            source: "bench".to_owned(),
-            title: "Bench".to_owned(),
-            breadcrumb: "Bench".to_owned(),
-            excerpt: payload.chars().take(200).collect(),
-        }],
-        returned_count: 1,
-        relevance_level: None,
-        truncated: false,
-    }
-}
 
 /// What the baseline sends: the same texts the boundary would, prebuilt.
 struct Prebuilt {
@@ -206,18 +129,10 @@ struct Rig {
 impl Rig {
     fn new(config: RedisConfig, payload: &Arc<str>) -> Outcome<Self> {
         let store = RedisStore::new(config.pool_size(pool_size()))?;
+        // The fake tool, returning `payload` (shared, never copied) as its raw padding.
+        let tool = fake::fake_tool(TOOL, FakeExecutor::new().with_fill(Arc::clone(payload)));
         let boundary = ToolBoundary::builder(Arc::new(store.clone()))
-            .tool(
-                ToolSpec::new(
-                    TOOL,
-                    "Benchmark tool.",
-                    BenchExecutor {
-                        payload: Arc::clone(payload),
-                    },
-                    BenchProjector,
-                )
-                .read_only(true),
-            )
+            .tool(tool)
             .build()?;
         Ok(Self { store, boundary })
     }
@@ -237,21 +152,22 @@ async fn bench() -> Outcome<()> {
     let payload: Arc<str> = "x".repeat(PAYLOAD_BYTES).into();
     let rig = Rig::new(RedisConfig::single(server.url()), &payload)?;
     let query = "connection timeout in checkout";
-    let request_json = serde_json::to_string(&BenchRequest {
-        query: query.to_owned(),
-    })?;
-    let scope = serde_json::to_value(BenchRequest {
-        query: query.to_owned(),
-    })?;
+    let request = FakeRequest::new(Mode::Found, query);
+    let request_json = request.to_arguments();
+    let scope = request.to_value();
     let prebuilt = Arc::new(Prebuilt {
         request_json: request_json.clone(),
         scope_json: canonical_json(&scope),
         fingerprint: ScopeFingerprint::of(TOOL, &scope),
-        raw_json: serde_json::to_string(&BenchRaw {
-            query: query.to_owned(),
-            payload: payload.to_string(),
+        raw_json: serde_json::to_string(&FakeRaw {
+            secret: fake::SENTINEL.to_owned(),
+            fill: Arc::clone(&payload),
         })?,
-        result_json: serde_json::to_string(&result_for(ToolCallId::new("c0")?, query, &payload))?,
+        result_json: serde_json::to_string(&fake::found_result(
+            &ToolCallId::new("c0")?,
+            query,
+            &format!("evidence about {query}"),
+        ))?,
     });
 
     println!(
