@@ -2,6 +2,8 @@
 //! the keys those land on, spelled by the store's own layout
 //! (`crate::keys`), never rewritten here.
 
+use crate::keys;
+
 /// A key prefix no other test (or process) uses: `acitest-<16 hex digits>`.
 #[must_use]
 pub fn unique_prefix() -> String {
@@ -18,14 +20,14 @@ pub fn unique_id(tag: &str) -> String {
 /// store writes it.
 #[must_use]
 pub fn record_key(prefix: &str, run_id: &str, tool_call_id: &str) -> String {
-    format!("{prefix}:{{{run_id}}}:inv:{tool_call_id}")
+    keys::record_of_text(prefix, run_id, tool_call_id).to_string()
 }
 
 /// The per-run keys besides records, as the store writes them, in this
 /// order: budget counters (the run hash), run index, scopes.
 #[must_use]
 pub fn run_keys(prefix: &str, run_id: &str) -> [String; 3] {
-    ["budget", "index", "scopes"].map(|suffix| format!("{prefix}:{{{run_id}}}:{suffix}"))
+    keys::RUN_SUFFIXES.map(|suffix| keys::run_of_text(prefix, run_id, suffix).to_string())
 }
 
 #[cfg(test)]
@@ -34,7 +36,6 @@ mod tests {
     use aci_contracts::{RunId, ToolCallId};
 
     use super::*;
-    use crate::keys;
 
     #[test]
     fn test_keys_are_the_store_keys() {
