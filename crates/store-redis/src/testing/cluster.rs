@@ -6,8 +6,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::admin::sync_query;
-use super::pki::{CA_CERT_FILE, with_test_tls};
-use super::server::{READY_TIMEOUT, RedisServer, find_on_path};
+use super::pki::CA_CERT_FILE;
+use super::server::{READY_TIMEOUT, RedisServer, find_on_path, with_test_tls};
 use super::{Outcome, TestSupportError};
 use crate::RedisConfig;
 

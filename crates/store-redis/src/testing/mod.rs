@@ -29,10 +29,11 @@
 //! it kills the server and removes its directory. Tests isolate themselves
 //! with random run ids and [`unique_prefix`]; nothing is ever flushed.
 //!
-//! One module per job, everything re-exported here: `server` (the process
-//! supervisor), `cluster` (cluster bootstrap), `pki` (certificates), `admin`
-//! (the side connection), `monitor` (command counting), `shared` (the
-//! per-process servers and stores), `keys` (prefixes, ids and key names).
+//! One module per job, everything re-exported here, each using only those
+//! before it: `pki` (certificates), `monitor` (command counting), `keys`
+//! (prefixes, ids and key names), `admin` (the side connection), `server`
+//! (the process supervisor), `cluster` (cluster bootstrap), `shared` (the
+//! per-process servers and stores).
 
 mod admin;
 mod cluster;

@@ -1,13 +1,11 @@
 //! Certificate generation: a throwaway CA with a server and a client
 //! certificate, made in-process with `rcgen`, the files a TLS server reads,
-//! and the client settings that trust it.
+//! and the certificates a driver client trusts and presents.
 
 use std::path::Path;
 use std::sync::OnceLock;
 
-use super::server::ServerTls;
 use super::{Outcome, TestSupportError};
-use crate::RedisConfig;
 
 /// The CA certificate a TLS server's temp dir holds.
 pub(super) const CA_CERT_FILE: &str = "ca.crt";
@@ -157,23 +155,6 @@ impl TestPki {
                 client_key: self.client_key_pem.clone().into_bytes(),
             }),
             root_cert: Some(self.ca_cert_pem.clone().into_bytes()),
-        }
-    }
-}
-
-/// `config` trusting the shared test CA when `tls` is set, presenting the
-/// test client certificate for mutual TLS.
-pub(super) fn with_test_tls(config: RedisConfig, tls: Option<ServerTls>) -> RedisConfig {
-    let Some(tls) = tls else { return config };
-    let pki = match TestPki::shared() {
-        Ok(pki) => pki,
-        Err(error) => panic!("{error}"),
-    };
-    let config = config.tls_root_ca_pem(pki.ca_cert_pem());
-    match tls {
-        ServerTls::ServerOnly => config,
-        ServerTls::Mutual => {
-            config.tls_client_cert_pem(pki.client_cert_pem(), pki.client_key_pem())
         }
     }
 }

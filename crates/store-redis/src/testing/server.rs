@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::admin::sync_query;
-use super::pki::{CA_CERT_FILE, SERVER_CERT_FILE, SERVER_KEY_FILE, TestPki, with_test_tls};
+use super::pki::{CA_CERT_FILE, SERVER_CERT_FILE, SERVER_KEY_FILE, TestPki};
 use super::{Outcome, REDIS_CLUSTER_URLS_ENV, REDIS_URL_ENV, TestSupportError};
 use crate::RedisConfig;
 
@@ -380,6 +380,23 @@ impl RedisServer {
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// `config` trusting the shared test CA when `tls` is set, presenting the
+/// test client certificate for mutual TLS.
+pub(super) fn with_test_tls(config: RedisConfig, tls: Option<ServerTls>) -> RedisConfig {
+    let Some(tls) = tls else { return config };
+    let pki = match TestPki::shared() {
+        Ok(pki) => pki,
+        Err(error) => panic!("{error}"),
+    };
+    let config = config.tls_root_ca_pem(pki.ca_cert_pem());
+    match tls {
+        ServerTls::ServerOnly => config,
+        ServerTls::Mutual => {
+            config.tls_client_cert_pem(pki.client_cert_pem(), pki.client_key_pem())
+        }
     }
 }
 
