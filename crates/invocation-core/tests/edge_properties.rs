@@ -11,27 +11,18 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use aci_contracts::{ErrorCode, InvocationStatus, RunId, Timestamp, ToolCallId};
+use aci_contracts::{InvocationStatus, RunId, ToolCallId};
 use async_trait::async_trait;
 use invocation_core::testing::fake::{FakeExecutor, FakeProjector, FakeRaw, FakeRequest, words};
+use invocation_core::testing::faults::{Fault, FaultyStore};
 use invocation_core::{
-    Created, ExecutionContext, ExecutionError, Executor, Finalization, InvocationKey,
-    InvocationRecord, InvocationStore, NewInvocation, RecordFields, RunContext, RunState,
-    ScopeFingerprint, ScopeIndex, Settled, StoreError, ToolBoundary, ToolEnvelope, ToolSpec,
-    Unsettled,
+    ExecutionContext, ExecutionError, Executor, InvocationKey, InvocationStore, RecordFields,
+    RunContext, ToolBoundary, ToolEnvelope, ToolSpec,
 };
 use proptest::prelude::*;
 use store_memory::MemoryStore;
 
-/// What the store does to one write.
-#[derive(Debug, Clone, Copy)]
-enum Fault {
-    Answer,
-    Stall,
-    ApplyThenLose,
-    LoseBeforeApplying,
-}
-
+/// What the store does to one write: mostly answer.
 fn fault() -> impl Strategy<Value = Fault> {
     prop_oneof![
         4 => Just(Fault::Answer),
@@ -41,102 +32,9 @@ fn fault() -> impl Strategy<Value = Fault> {
     ]
 }
 
-/// The memory store, each write subject to the next planned fault.
-#[derive(Debug)]
-struct Faulty {
-    inner: MemoryStore,
-    plan: Mutex<Vec<Fault>>,
-}
-
-impl Faulty {
-    fn next(&self) -> Fault {
-        self.plan.lock().unwrap().pop().unwrap_or(Fault::Answer)
-    }
-}
-
-fn lost() -> StoreError {
-    StoreError::unavailable(std::io::Error::other("reply lost"))
-}
-
-async fn stall() {
-    tokio::time::sleep(Duration::from_millis(2)).await;
-}
-
-#[async_trait]
-impl InvocationStore for Faulty {
-    async fn create(&self, new: NewInvocation) -> Result<Created, StoreError> {
-        match self.next() {
-            Fault::Answer => self.inner.create(new).await,
-            Fault::Stall => {
-                stall().await;
-                self.inner.create(new).await
-            }
-            Fault::ApplyThenLose => {
-                let _ = self.inner.create(new).await;
-                stall().await;
-                Err(lost())
-            }
-            Fault::LoseBeforeApplying => Err(lost()),
-        }
-    }
-    async fn finalize(&self, key: &InvocationKey, f: Finalization) -> Result<(), StoreError> {
-        match self.next() {
-            Fault::Answer => self.inner.finalize(key, f).await,
-            Fault::Stall => {
-                stall().await;
-                self.inner.finalize(key, f).await
-            }
-            Fault::ApplyThenLose => {
-                let _ = self.inner.finalize(key, f).await;
-                stall().await;
-                Err(lost())
-            }
-            Fault::LoseBeforeApplying => Err(lost()),
-        }
-    }
-    async fn settle(
-        &self,
-        call: &Unsettled,
-        code: ErrorCode,
-        at: Timestamp,
-    ) -> Result<Settled, StoreError> {
-        match self.next() {
-            Fault::LoseBeforeApplying => Err(lost()),
-            Fault::Stall => {
-                stall().await;
-                self.inner.settle(call, code, at).await
-            }
-            _ => self.inner.settle(call, code, at).await,
-        }
-    }
-    async fn run_state(&self, run_id: &RunId) -> Result<Option<RunState>, StoreError> {
-        self.inner.run_state(run_id).await
-    }
-    async fn get(
-        &self,
-        key: &InvocationKey,
-        fields: RecordFields,
-    ) -> Result<Option<InvocationRecord>, StoreError> {
-        self.inner.get(key, fields).await
-    }
-    async fn list(
-        &self,
-        run_id: &RunId,
-        fields: RecordFields,
-    ) -> Result<Vec<InvocationRecord>, StoreError> {
-        self.inner.list(run_id, fields).await
-    }
-    async fn scope_index(
-        &self,
-        run_id: &RunId,
-        fingerprint: &ScopeFingerprint,
-    ) -> Result<ScopeIndex, StoreError> {
-        self.inner.scope_index(run_id, fingerprint).await
-    }
-    async fn remaining_ttl(&self, key: &InvocationKey) -> Result<Option<Duration>, StoreError> {
-        self.inner.remaining_ttl(key).await
-    }
-}
+/// The memory store, each write (of any kind) subject to the next planned
+/// fault.
+type Faulty = FaultyStore<MemoryStore>;
 
 /// Counts executions per tool call id around the fake executor.
 #[derive(Debug, Clone, Default)]
@@ -218,10 +116,7 @@ fn boundary(store: &Arc<Faulty>, executor: &PerId) -> ToolBoundary {
 
 fn check(plan: Vec<Fault>, calls: Vec<Call>) -> Result<(), TestCaseError> {
     static RUN: AtomicUsize = AtomicUsize::new(0);
-    let store = Arc::new(Faulty {
-        inner: MemoryStore::new(),
-        plan: Mutex::new(plan),
-    });
+    let store = Arc::new(FaultyStore::new(MemoryStore::new()).scripted(plan));
     let executor = PerId::default();
     let run = RunId::new(format!("prop-{}", RUN.fetch_add(1, Ordering::SeqCst))).unwrap();
     let ctx = RunContext::new(run.clone());
@@ -280,7 +175,7 @@ fn check(plan: Vec<Fault>, calls: Vec<Call>) -> Result<(), TestCaseError> {
         }
         // What killed processes left is recovered (nothing live remains), by
         // a later process that finds the store healthy again.
-        let healthy: Arc<dyn InvocationStore> = Arc::new(store.inner.clone());
+        let healthy: Arc<dyn InvocationStore> = Arc::new(store.inner().clone());
         invocation_core::Journal::new(healthy, Arc::new(invocation_core::SystemClock))
             .recover_run(&run, Duration::ZERO)
             .await

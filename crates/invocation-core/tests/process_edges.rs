@@ -5,20 +5,19 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use aci_contracts::{
     ErrorCode, EvidenceResult, InvocationStatus, KnowledgeEvidence, LookupKnowledgeResult,
-    ReadyEvidenceStatus, ResultCounters, RunId, Timestamp, ToolCallId, ValidationError,
+    ReadyEvidenceStatus, ResultCounters, RunId, ToolCallId, ValidationError,
 };
 use async_trait::async_trait;
+use invocation_core::testing::faults::{Fault, FaultyStore, Write};
 use invocation_core::{
-    BuildError, Created, ExecutionContext, ExecutionError, Executor, Finalization, InvalidLimit,
-    InvocationKey, InvocationRecord, InvocationStore, LimitOverrides, Limits, NewInvocation,
-    ProjectionContext, ProjectionError, Projector, RecordFields, RunContext, RunState,
-    ScopeFingerprint, ScopeIndex, Settled, StoreError, ToolBoundary, ToolEnvelope, ToolSpec,
-    Unsettled,
+    BuildError, ExecutionContext, ExecutionError, Executor, InvalidLimit, InvocationKey,
+    InvocationStore, LimitOverrides, Limits, ProjectionContext, ProjectionError, Projector,
+    RecordFields, RunContext, ToolBoundary, ToolEnvelope, ToolSpec,
 };
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use store_memory::MemoryStore;
@@ -263,104 +262,17 @@ fn zero_limits_are_build_errors() {
 
 /// The memory store, with its answers lost on demand: the operation is
 /// applied (or not) and the caller hears `Unavailable`, as after a timeout.
-#[derive(Debug)]
-struct LostReplies {
-    inner: MemoryStore,
-    create: Mode,
-    finalize: Mode,
-    /// Settle attempts that fail before one goes through.
-    failing_settles: AtomicUsize,
-    settled: AtomicBool,
+/// The first `failing_settles` settle attempts fail before one goes through.
+fn lost_replies(create: Fault, finalize: Fault, failing_settles: usize) -> Faulty {
+    FaultyStore::new(MemoryStore::new())
+        .always(Write::Create, create)
+        .always(Write::Finalize, finalize)
+        .first(Write::Settle, failing_settles, Fault::LoseBeforeApplying)
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    Answer,
-    ApplyThenLose,
-    LoseBeforeApplying,
-}
+type Faulty = FaultyStore<MemoryStore>;
 
-fn lost() -> StoreError {
-    StoreError::unavailable(std::io::Error::other("reply lost"))
-}
-
-impl LostReplies {
-    fn new(create: Mode, finalize: Mode, failing_settles: usize) -> Self {
-        Self {
-            inner: MemoryStore::new(),
-            create,
-            finalize,
-            failing_settles: AtomicUsize::new(failing_settles),
-            settled: AtomicBool::new(false),
-        }
-    }
-}
-
-#[async_trait]
-impl InvocationStore for LostReplies {
-    async fn create(&self, new: NewInvocation) -> Result<Created, StoreError> {
-        match self.create {
-            Mode::Answer => self.inner.create(new).await,
-            Mode::ApplyThenLose => self.inner.create(new).await.and(Err(lost())),
-            Mode::LoseBeforeApplying => Err(lost()),
-        }
-    }
-    async fn finalize(&self, key: &InvocationKey, f: Finalization) -> Result<(), StoreError> {
-        match self.finalize {
-            Mode::Answer => self.inner.finalize(key, f).await,
-            Mode::ApplyThenLose => self.inner.finalize(key, f).await.and(Err(lost())),
-            Mode::LoseBeforeApplying => Err(lost()),
-        }
-    }
-    async fn settle(
-        &self,
-        call: &Unsettled,
-        code: ErrorCode,
-        at: Timestamp,
-    ) -> Result<Settled, StoreError> {
-        if self
-            .failing_settles
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok()
-        {
-            return Err(lost());
-        }
-        self.settled.store(true, Ordering::SeqCst);
-        self.inner.settle(call, code, at).await
-    }
-    async fn run_state(&self, run_id: &RunId) -> Result<Option<RunState>, StoreError> {
-        self.inner.run_state(run_id).await
-    }
-    async fn get(
-        &self,
-        key: &InvocationKey,
-        fields: RecordFields,
-    ) -> Result<Option<InvocationRecord>, StoreError> {
-        self.inner.get(key, fields).await
-    }
-    async fn list(
-        &self,
-        run_id: &RunId,
-        fields: RecordFields,
-    ) -> Result<Vec<InvocationRecord>, StoreError> {
-        self.inner.list(run_id, fields).await
-    }
-    async fn scope_index(
-        &self,
-        run_id: &RunId,
-        fingerprint: &ScopeFingerprint,
-    ) -> Result<ScopeIndex, StoreError> {
-        self.inner.scope_index(run_id, fingerprint).await
-    }
-    async fn remaining_ttl(&self, key: &InvocationKey) -> Result<Option<Duration>, StoreError> {
-        self.inner.remaining_ttl(key).await
-    }
-}
-
-async fn through(
-    store: LostReplies,
-    id: &str,
-) -> (Arc<LostReplies>, Exec, invocation_core::BoundaryOutcome) {
+async fn through(store: Faulty, id: &str) -> (Arc<Faulty>, Exec, invocation_core::BoundaryOutcome) {
     let store = Arc::new(store);
     let exec = Exec::default();
     let boundary = ToolBoundary::builder(store.clone())
@@ -379,7 +291,7 @@ async fn through(
 #[tokio::test]
 async fn a_create_applied_but_unanswered_is_settled_error() {
     let (store, exec, outcome) =
-        through(LostReplies::new(Mode::ApplyThenLose, Mode::Answer, 0), "c1").await;
+        through(lost_replies(Fault::ApplyThenLose, Fault::Answer, 0), "c1").await;
     assert_eq!(
         outcome.control.error_code,
         Some(ErrorCode::StoreUnavailable)
@@ -398,7 +310,7 @@ async fn a_create_applied_but_unanswered_is_settled_error() {
 #[tokio::test]
 async fn a_create_lost_before_applying_leaves_a_tombstone_that_refuses_it_later() {
     let (store, _, outcome) = through(
-        LostReplies::new(Mode::LoseBeforeApplying, Mode::Answer, 0),
+        lost_replies(Fault::LoseBeforeApplying, Fault::Answer, 0),
         "c1",
     )
     .await;
@@ -425,7 +337,7 @@ async fn a_create_lost_before_applying_leaves_a_tombstone_that_refuses_it_later(
 #[tokio::test]
 async fn a_ready_finalize_applied_but_unanswered_returns_the_recorded_result() {
     let (store, exec, outcome) =
-        through(LostReplies::new(Mode::Answer, Mode::ApplyThenLose, 0), "c1").await;
+        through(lost_replies(Fault::Answer, Fault::ApplyThenLose, 0), "c1").await;
     assert_eq!(outcome.control.status, InvocationStatus::Ready);
     assert_eq!(exec.runs.load(Ordering::SeqCst), 1);
     let record = store
@@ -439,7 +351,7 @@ async fn a_ready_finalize_applied_but_unanswered_returns_the_recorded_result() {
 #[tokio::test]
 async fn a_finalize_lost_before_applying_is_settled_and_the_agent_gets_an_error() {
     let (store, _, outcome) = through(
-        LostReplies::new(Mode::Answer, Mode::LoseBeforeApplying, 0),
+        lost_replies(Fault::Answer, Fault::LoseBeforeApplying, 0),
         "c1",
     )
     .await;
@@ -459,15 +371,12 @@ async fn a_finalize_lost_before_applying_is_settled_and_the_agent_gets_an_error(
 #[tokio::test]
 async fn settling_retries_in_the_background_until_the_store_answers() {
     let (store, _, outcome) =
-        through(LostReplies::new(Mode::ApplyThenLose, Mode::Answer, 5), "c1").await;
+        through(lost_replies(Fault::ApplyThenLose, Fault::Answer, 5), "c1").await;
     assert_eq!(
         outcome.control.error_code,
         Some(ErrorCode::StoreUnavailable)
     );
-    assert!(
-        store.settled.load(Ordering::SeqCst),
-        "retried after 5 failures"
-    );
+    assert!(store.reached(Write::Settle) > 0, "retried after 5 failures");
     let record = store
         .get(&key("c1"), RecordFields::All)
         .await

@@ -57,12 +57,32 @@ pub(crate) const BUDGET: &str = "budget";
 pub(crate) const INDEX: &str = "index";
 pub(crate) const SCOPES: &str = "scopes";
 
+/// The per-run keys besides records, in this order: the budget (run) hash,
+/// the index list, the scopes hash.
+#[cfg(feature = "testing")]
+pub(crate) const RUN_SUFFIXES: [&str; 3] = [BUDGET, INDEX, SCOPES];
+
 /// `<prefix>:{<run_id>}:inv:<tool_call_id>`, formatted where it is written
 /// (a command buffer takes it without an intermediate `String`).
-pub(crate) const fn record<'a>(
+pub(crate) fn record<'a>(
     prefix: &'a str,
     run_id: &'a RunId,
     tool_call_id: &'a ToolCallId,
+) -> Key<'a> {
+    record_of_text(prefix, run_id.as_str(), tool_call_id.as_str())
+}
+
+/// `<prefix>:{<run_id>}:<suffix>`.
+pub(crate) fn run<'a>(prefix: &'a str, run_id: &'a RunId, suffix: &'a str) -> Key<'a> {
+    run_of_text(prefix, run_id.as_str(), suffix)
+}
+
+/// As [`record`], for ids given as text: test support names the keys of ids
+/// it made itself, and must spell them exactly as the store does.
+pub(crate) const fn record_of_text<'a>(
+    prefix: &'a str,
+    run_id: &'a str,
+    tool_call_id: &'a str,
 ) -> Key<'a> {
     Key {
         prefix,
@@ -71,8 +91,8 @@ pub(crate) const fn record<'a>(
     }
 }
 
-/// `<prefix>:{<run_id>}:<suffix>`.
-pub(crate) const fn run<'a>(prefix: &'a str, run_id: &'a RunId, suffix: &'a str) -> Key<'a> {
+/// As [`run`], for a run id given as text.
+pub(crate) const fn run_of_text<'a>(prefix: &'a str, run_id: &'a str, suffix: &'a str) -> Key<'a> {
     Key {
         prefix,
         run_id,
@@ -83,12 +103,12 @@ pub(crate) const fn run<'a>(prefix: &'a str, run_id: &'a RunId, suffix: &'a str)
 /// A key, displayed as its text.
 pub(crate) struct Key<'a> {
     prefix: &'a str,
-    run_id: &'a RunId,
+    run_id: &'a str,
     rest: Rest<'a>,
 }
 
 enum Rest<'a> {
-    Record(&'a ToolCallId),
+    Record(&'a str),
     Run(&'a str),
 }
 

@@ -5,8 +5,12 @@
 //!   failures, panics, sleeps, sizes). Core tests, the conformance suite
 //!   ([`conformance`](crate::conformance)), adapter tests, the example and the
 //!   benchmark all run it.
+//! - [`faults`]: [`FaultyStore`](faults::FaultyStore), a decorator over a real
+//!   store whose writes stall or lose their answer (after or before the inner
+//!   write ran), as planned by the test.
 //!
 //! Golden files and the proptest configuration are in the `testkit` crate,
 //! which every crate (even `aci-contracts`) can use.
 
 pub mod fake;
+pub mod faults;
