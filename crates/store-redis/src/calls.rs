@@ -79,9 +79,9 @@ impl Scratch {
     /// `<prefix>:{<run_id>}:` (the layout of `keys`).
     fn run(&mut self, prefix: &str, key: &InvocationKey) -> &mut Self {
         self.text(prefix)
-            .text(":{")
+            .text(keys::TAG_OPEN)
             .text(key.run_id.as_str())
-            .text("}:")
+            .text(keys::TAG_CLOSE)
     }
 
     /// Writes what was built as one argument and starts over.

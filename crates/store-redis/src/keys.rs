@@ -50,6 +50,9 @@ impl Keys {
     }
 }
 
+/// Before and after the run id, the hash tag: `<prefix>:{<run_id>}:`.
+pub(crate) const TAG_OPEN: &str = ":{";
+pub(crate) const TAG_CLOSE: &str = "}:";
 /// Between the run part and the tool call id of a record key.
 pub(crate) const RECORD: &str = "inv:";
 /// Suffixes of the per-run keys.
@@ -116,8 +119,8 @@ impl fmt::Display for Key<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let Self { prefix, run_id, .. } = self;
         match self.rest {
-            Rest::Record(id) => write!(f, "{prefix}:{{{run_id}}}:{RECORD}{id}"),
-            Rest::Run(suffix) => write!(f, "{prefix}:{{{run_id}}}:{suffix}"),
+            Rest::Record(id) => write!(f, "{prefix}{TAG_OPEN}{run_id}{TAG_CLOSE}{RECORD}{id}"),
+            Rest::Run(suffix) => write!(f, "{prefix}{TAG_OPEN}{run_id}{TAG_CLOSE}{suffix}"),
         }
     }
 }
