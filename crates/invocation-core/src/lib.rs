@@ -57,7 +57,7 @@ pub use journal::{CitationCheck, CitationVerdict, Journal, NotCitable};
 pub use limits::{
     DEFAULT_MAX_AGENT_RESULT_BYTES, DEFAULT_MAX_RAW_BYTES, DEFAULT_MAX_RECORD_BYTES,
     DEFAULT_MAX_REQUEST_BYTES, DEFAULT_RECORD_TTL, DEFAULT_TIMEOUT, InvalidLimit, LimitOverrides,
-    Limits,
+    Limits, LimitsConfig,
 };
 pub use record::{
     Budgets, Created, Finalization, InvocationKey, InvocationRecord, NewInvocation, ReadyEvidence,

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use serde::Deserialize;
+
 /// Default [`Limits::max_request_bytes`]: 16 KiB.
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 16 * 1024;
 /// Default [`Limits::max_raw_bytes`]: 1 MiB.
@@ -48,6 +50,67 @@ impl Default for Limits {
             record_ttl: DEFAULT_RECORD_TTL,
             timeout: DEFAULT_TIMEOUT,
         }
+    }
+}
+
+/// [`Limits`] as a configuration file states them: the `[limits]` section of
+/// `aci`'s TOML file, whose keys are this struct's fields. Every key is
+/// optional over the defaults; unknown keys are refused.
+///
+/// [`into_limits`](Self::into_limits) refuses a zero with an
+/// [`InvalidLimit`] naming the key (`record_ttl_secs`, not `record_ttl`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// [`Limits::max_request_bytes`].
+    pub max_request_bytes: Option<usize>,
+    /// [`Limits::max_raw_bytes`].
+    pub max_raw_bytes: Option<usize>,
+    /// [`Limits::max_agent_result_bytes`].
+    pub max_agent_result_bytes: Option<usize>,
+    /// [`Limits::max_record_bytes`].
+    pub max_record_bytes: Option<usize>,
+    /// [`Limits::record_ttl`], in seconds.
+    pub record_ttl_secs: Option<u64>,
+    /// [`Limits::timeout`], in seconds.
+    pub timeout_secs: Option<u64>,
+}
+
+impl LimitsConfig {
+    /// These settings over [`Limits::default`].
+    ///
+    /// # Errors
+    /// [`InvalidLimit`] naming the first key (in field order) that is zero.
+    pub fn into_limits(self) -> Result<Limits, InvalidLimit> {
+        let d = Limits::default();
+        Ok(Limits {
+            max_request_bytes: positive(self.max_request_bytes, "max_request_bytes")?
+                .unwrap_or(d.max_request_bytes),
+            max_raw_bytes: positive(self.max_raw_bytes, "max_raw_bytes")?
+                .unwrap_or(d.max_raw_bytes),
+            max_agent_result_bytes: positive(
+                self.max_agent_result_bytes,
+                "max_agent_result_bytes",
+            )?
+            .unwrap_or(d.max_agent_result_bytes),
+            max_record_bytes: positive(self.max_record_bytes, "max_record_bytes")?
+                .unwrap_or(d.max_record_bytes),
+            record_ttl: positive(self.record_ttl_secs, "record_ttl_secs")?
+                .map_or(d.record_ttl, Duration::from_secs),
+            timeout: positive(self.timeout_secs, "timeout_secs")?
+                .map_or(d.timeout, Duration::from_secs),
+        })
+    }
+}
+
+/// `value` unless it is zero, which is refused as `key`.
+fn positive<T: Default + PartialEq>(
+    value: Option<T>,
+    key: &'static str,
+) -> Result<Option<T>, InvalidLimit> {
+    match value {
+        Some(v) if v == T::default() => Err(InvalidLimit(key)),
+        other => Ok(other),
     }
 }
 
@@ -123,6 +186,79 @@ impl Limits {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn config(json: serde_json::Value) -> Result<LimitsConfig, serde_json::Error> {
+        serde_json::from_value(json)
+    }
+
+    #[test]
+    fn an_empty_section_is_the_defaults() {
+        let limits = config(serde_json::json!({})).unwrap().into_limits();
+        assert_eq!(limits, Ok(Limits::default()));
+    }
+
+    #[test]
+    fn every_key_sets_its_limit() {
+        let limits = config(serde_json::json!({
+            "max_request_bytes": 1,
+            "max_raw_bytes": 2,
+            "max_agent_result_bytes": 3,
+            "max_record_bytes": 4,
+            "record_ttl_secs": 5,
+            "timeout_secs": 6,
+        }))
+        .unwrap()
+        .into_limits();
+        assert_eq!(
+            limits,
+            Ok(Limits {
+                max_request_bytes: 1,
+                max_raw_bytes: 2,
+                max_agent_result_bytes: 3,
+                max_record_bytes: 4,
+                record_ttl: Duration::from_secs(5),
+                timeout: Duration::from_secs(6),
+            })
+        );
+        let only_timeout = config(serde_json::json!({"timeout_secs": 7}))
+            .unwrap()
+            .into_limits();
+        assert_eq!(
+            only_timeout,
+            Ok(Limits {
+                timeout: Duration::from_secs(7),
+                ..Limits::default()
+            })
+        );
+    }
+
+    #[test]
+    fn a_zero_is_refused_naming_its_key() {
+        for key in [
+            "max_request_bytes",
+            "max_raw_bytes",
+            "max_agent_result_bytes",
+            "max_record_bytes",
+            "record_ttl_secs",
+            "timeout_secs",
+        ] {
+            let limits = config(serde_json::json!({ key: 0 })).unwrap().into_limits();
+            assert_eq!(limits, Err(InvalidLimit(key)), "{key}");
+            assert_eq!(
+                InvalidLimit(key).to_string(),
+                format!("{key} must be positive")
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_and_renamed_keys_are_refused() {
+        for key in ["record_ttl", "timeout", "max_bytes"] {
+            let err = config(serde_json::json!({ key: 1 })).unwrap_err();
+            assert!(err.to_string().contains("unknown field"), "{key}: {err}");
+        }
+        assert!(config(serde_json::json!({"timeout_secs": -1})).is_err());
+    }
 
     #[test]
     fn defaults_are_valid_and_every_zero_is_named() {
