@@ -1,10 +1,13 @@
 //! Configuration of the Redis store: where Redis is, pool size, key prefix,
-//! timeouts, TLS certificates.
+//! timeouts, TLS certificates; the store URL parser and the `[redis]`
+//! settings of a configuration file.
 
 use std::fmt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use redis::{ConnectionAddr, IntoConnectionInfo};
+use serde::Deserialize;
 
 use crate::error::{ConfigProblem, RedisStoreError};
 use crate::tls::{ClientIdentity, TlsSettings};
@@ -67,6 +70,49 @@ impl RedisConfig {
         Self::with_nodes(Nodes::Cluster(
             node_urls.into_iter().map(Into::into).collect(),
         ))
+    }
+
+    /// Parses a store URL: `redis://…` or `rediss://…` is [`single`](Self::single);
+    /// `redis+cluster://[user:password@]host:port,host:port[/db]` (or
+    /// `rediss+cluster://…` for TLS) is a [`cluster`](Self::cluster) whose
+    /// seed nodes each get the credentials, as
+    /// `redis://[user:password@]host:port`.
+    ///
+    /// Only the scheme and the node list are checked here; the rest is
+    /// checked by [`RedisStore::new`](crate::RedisStore::new).
+    ///
+    /// # Errors
+    /// [`ConfigProblem::UnrecognizedStoreUrl`] for any other scheme,
+    /// [`ConfigProblem::NoClusterNodes`] for a cluster URL without a node.
+    /// Neither echoes the URL.
+    pub fn from_url(url: &str) -> Result<Self, RedisStoreError> {
+        for (prefix, scheme) in [
+            ("redis+cluster://", "redis"),
+            ("rediss+cluster://", "rediss"),
+        ] {
+            let Some(nodes) = url.strip_prefix(prefix) else {
+                continue;
+            };
+            // `user:password@` applies to every node; the last `@` ends it,
+            // so a password may hold one.
+            let (auth, hosts) = match nodes.rsplit_once('@') {
+                Some((auth, hosts)) => (format!("{auth}@"), hosts),
+                None => (String::new(), nodes),
+            };
+            let nodes: Vec<String> = hosts
+                .split(',')
+                .filter(|n| !n.is_empty())
+                .map(|n| format!("{scheme}://{auth}{n}"))
+                .collect();
+            if nodes.is_empty() {
+                return Err(RedisStoreError::Config(ConfigProblem::NoClusterNodes));
+            }
+            return Ok(Self::cluster(nodes));
+        }
+        if url.starts_with("redis://") || url.starts_with("rediss://") {
+            return Ok(Self::single(url));
+        }
+        Err(RedisStoreError::Config(ConfigProblem::UnrecognizedStoreUrl))
     }
 
     const fn with_nodes(nodes: Nodes) -> Self {
@@ -251,4 +297,295 @@ impl fmt::Debug for RedisConfig {
 
 const fn redacted(present: bool) -> &'static str {
     if present { "<redacted>" } else { "<unset>" }
+}
+
+/// The `[redis]` section of a configuration file: everything about the store
+/// but its URL. Every key is optional (the [`RedisConfig`] defaults apply);
+/// unknown keys are refused. The README's Configuration section shows every
+/// key.
+///
+/// The TLS keys name PEM files, read by [`apply`](Self::apply).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedisSettings {
+    /// [`RedisConfig::key_prefix`].
+    pub key_prefix: Option<String>,
+    /// [`RedisConfig::pool_size`].
+    pub pool_size: Option<usize>,
+    /// [`RedisConfig::operation_timeout`], in milliseconds.
+    pub timeout_ms: Option<u64>,
+    /// A PEM CA bundle for [`RedisConfig::tls_root_ca_pem`].
+    pub tls_ca_file: Option<PathBuf>,
+    /// A PEM certificate chain for [`RedisConfig::tls_client_cert_pem`];
+    /// needs `tls_client_key_file`.
+    pub tls_client_cert_file: Option<PathBuf>,
+    /// The PEM private key of `tls_client_cert_file`.
+    pub tls_client_key_file: Option<PathBuf>,
+}
+
+impl RedisSettings {
+    /// The store at `url` ([`RedisConfig::from_url`]) with these settings.
+    ///
+    /// # Errors
+    /// As [`RedisConfig::from_url`] and [`apply`](Self::apply).
+    pub fn config_for(&self, url: &str) -> Result<RedisConfig, RedisStoreError> {
+        self.apply(RedisConfig::from_url(url)?)
+    }
+
+    /// `config` with the settings that are present applied, the TLS files
+    /// read. The values themselves are checked by
+    /// [`RedisStore::new`](crate::RedisStore::new).
+    ///
+    /// # Errors
+    /// [`RedisStoreError::UnreadableFile`] (naming the key and the path,
+    /// never the contents) when a file cannot be read;
+    /// [`ConfigProblem::UnpairedTlsClientFiles`] when only one of the client
+    /// certificate and key is set.
+    pub fn apply(&self, mut config: RedisConfig) -> Result<RedisConfig, RedisStoreError> {
+        if let Some(prefix) = &self.key_prefix {
+            config = config.key_prefix(prefix.clone());
+        }
+        if let Some(size) = self.pool_size {
+            config = config.pool_size(size);
+        }
+        if let Some(ms) = self.timeout_ms {
+            config = config.operation_timeout(Duration::from_millis(ms));
+        }
+        if let Some(path) = &self.tls_ca_file {
+            config = config.tls_root_ca_pem(read_file(path, "tls_ca_file")?);
+        }
+        match (&self.tls_client_cert_file, &self.tls_client_key_file) {
+            (Some(cert), Some(key)) => {
+                config = config.tls_client_cert_pem(
+                    read_file(cert, "tls_client_cert_file")?,
+                    read_file(key, "tls_client_key_file")?,
+                );
+            }
+            (None, None) => {}
+            _ => {
+                return Err(RedisStoreError::Config(
+                    ConfigProblem::UnpairedTlsClientFiles,
+                ));
+            }
+        }
+        Ok(config)
+    }
+}
+
+fn read_file(path: &Path, key: &'static str) -> Result<Vec<u8>, RedisStoreError> {
+    std::fs::read(path).map_err(|e| RedisStoreError::UnreadableFile {
+        key,
+        path: path.to_owned(),
+        kind: e.kind(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn urls(url: &str) -> (bool, Vec<String>) {
+        let config = RedisConfig::from_url(url).unwrap();
+        (config.is_cluster(), config.urls().to_vec())
+    }
+
+    #[test]
+    fn store_urls() {
+        assert_eq!(
+            urls("rediss://h:6380/0"),
+            (false, vec!["rediss://h:6380/0".to_owned()])
+        );
+        assert_eq!(
+            urls("redis+cluster://a:7000,b:7001"),
+            (
+                true,
+                vec!["redis://a:7000".to_owned(), "redis://b:7001".to_owned()]
+            )
+        );
+        assert_eq!(
+            urls("rediss+cluster://:pw@a:7000,b:7001"),
+            (
+                true,
+                vec![
+                    "rediss://:pw@a:7000".to_owned(),
+                    "rediss://:pw@b:7001".to_owned()
+                ]
+            )
+        );
+        assert_eq!(
+            urls("redis+cluster://u:p@ss@a:7000,,b:7001/0"),
+            (
+                true,
+                vec![
+                    "redis://u:p@ss@a:7000".to_owned(),
+                    "redis://u:p@ss@b:7001/0".to_owned()
+                ]
+            )
+        );
+        for bad in [
+            "",
+            "mem",
+            "memory",
+            "http://h",
+            "redis+cluster://",
+            "redis+cluster://pw@",
+        ] {
+            let err = RedisConfig::from_url(bad).unwrap_err().to_string();
+            assert!(!err.contains("pw"), "{err}");
+        }
+        assert_eq!(
+            RedisConfig::from_url("redis+cluster://pw@").unwrap_err(),
+            RedisStoreError::Config(ConfigProblem::NoClusterNodes)
+        );
+        assert_eq!(
+            RedisConfig::from_url("http://h").unwrap_err(),
+            RedisStoreError::Config(ConfigProblem::UnrecognizedStoreUrl)
+        );
+    }
+
+    #[test]
+    fn a_password_in_a_bad_url_never_reaches_the_error() {
+        for bad in [
+            "http://user:s3cr3t@example.invalid",
+            "redis+cluster://user:s3cr3t@",
+            "rediss+cluster://:s3cr3t@,,",
+            "s3cr3t",
+        ] {
+            let err = RedisConfig::from_url(bad).unwrap_err();
+            for text in [err.to_string(), format!("{err:?}")] {
+                assert!(!text.contains("s3cr3t"), "{bad}: {text}");
+                assert!(!text.contains("example.invalid"), "{bad}: {text}");
+            }
+            assert_eq!(err.code(), "REDIS_CONFIG_INVALID");
+        }
+        let ok = RedisConfig::from_url("rediss+cluster://user:s3cr3t@a:1,b:2").unwrap();
+        assert!(!format!("{ok:?}").contains("s3cr3t"));
+    }
+
+    fn settings(json: serde_json::Value) -> Result<RedisSettings, serde_json::Error> {
+        serde_json::from_value(json)
+    }
+
+    #[test]
+    fn settings_apply_over_the_defaults() {
+        let config = settings(serde_json::json!({}))
+            .unwrap()
+            .config_for("redis://h:1/0")
+            .unwrap();
+        assert_eq!(config.pool_size, DEFAULT_POOL_SIZE);
+        assert_eq!(config.effective_key_prefix(), DEFAULT_KEY_PREFIX);
+        assert_eq!(config.operation_timeout, DEFAULT_OPERATION_TIMEOUT);
+        assert!(!config.tls.is_configured());
+
+        let config = settings(serde_json::json!({
+            "key_prefix": "blue",
+            "pool_size": 7,
+            "timeout_ms": 1500,
+        }))
+        .unwrap()
+        .config_for("redis+cluster://a:1,b:2")
+        .unwrap();
+        assert!(config.is_cluster());
+        assert_eq!(config.pool_size, 7);
+        assert_eq!(config.effective_key_prefix(), "blue");
+        assert_eq!(config.operation_timeout, Duration::from_millis(1500));
+    }
+
+    #[test]
+    fn unknown_settings_are_refused() {
+        for key in ["prefix", "url", "operation_timeout", "tls_ca"] {
+            let err = settings(serde_json::json!({ key: "x" })).unwrap_err();
+            assert!(err.to_string().contains("unknown field"), "{key}: {err}");
+        }
+    }
+
+    #[test]
+    fn tls_files_are_read_and_errors_name_key_and_path_only() {
+        let dir = std::env::temp_dir().join(format!(
+            "store-redis-settings-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca = dir.join("ca.pem");
+        let cert = dir.join("client.pem");
+        let key = dir.join("client.key");
+        std::fs::write(&ca, "CA-CONTENTS").unwrap();
+        std::fs::write(&cert, "CERT-CONTENTS").unwrap();
+        std::fs::write(&key, "KEY-CONTENTS").unwrap();
+        let all = RedisSettings {
+            tls_ca_file: Some(ca.clone()),
+            tls_client_cert_file: Some(cert.clone()),
+            tls_client_key_file: Some(key.clone()),
+            ..RedisSettings::default()
+        };
+        let config = all.config_for("rediss://h:1").unwrap();
+        assert_eq!(
+            config.tls.root_ca_pem.as_deref().map(<[u8]>::to_vec),
+            Some(b"CA-CONTENTS".to_vec())
+        );
+        let client = config.tls.client.as_ref().unwrap();
+        assert_eq!(&client.cert_chain_pem[..], b"CERT-CONTENTS");
+        assert_eq!(&client.key_pem[..], b"KEY-CONTENTS");
+
+        let missing = dir.join("missing.pem");
+        for (key_name, settings) in [
+            (
+                "tls_ca_file",
+                RedisSettings {
+                    tls_ca_file: Some(missing.clone()),
+                    ..all.clone()
+                },
+            ),
+            (
+                "tls_client_cert_file",
+                RedisSettings {
+                    tls_client_cert_file: Some(missing.clone()),
+                    ..all.clone()
+                },
+            ),
+            (
+                "tls_client_key_file",
+                RedisSettings {
+                    tls_client_key_file: Some(missing.clone()),
+                    ..all.clone()
+                },
+            ),
+        ] {
+            let err = settings.config_for("rediss://:s3cr3t@h:1").unwrap_err();
+            assert_eq!(
+                err,
+                RedisStoreError::UnreadableFile {
+                    key: key_name,
+                    path: missing.clone(),
+                    kind: std::io::ErrorKind::NotFound,
+                }
+            );
+            let text = err.to_string();
+            assert!(text.contains(key_name), "{text}");
+            assert!(text.contains("missing.pem"), "{text}");
+            assert_eq!(err.code(), "REDIS_CONFIG_INVALID");
+            for text in [text, format!("{err:?}")] {
+                assert!(!text.contains("CONTENTS"), "{text}");
+                assert!(!text.contains("s3cr3t"), "{text}");
+            }
+        }
+
+        for half in [
+            RedisSettings {
+                tls_client_key_file: None,
+                ..all.clone()
+            },
+            RedisSettings {
+                tls_client_cert_file: None,
+                ..all.clone()
+            },
+        ] {
+            assert_eq!(
+                half.config_for("rediss://h:1").unwrap_err(),
+                RedisStoreError::Config(ConfigProblem::UnpairedTlsClientFiles)
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -1,6 +1,7 @@
 //! The adapter's error type: configuration problems and sanitized driver failures.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use invocation_core::StoreError;
@@ -20,6 +21,17 @@ pub enum RedisStoreError {
     /// The configuration is invalid.
     #[error("invalid Redis store configuration: {0}")]
     Config(ConfigProblem),
+    /// A file named in [`RedisSettings`](crate::RedisSettings) could not be
+    /// read. Names the setting and the path, never the file's contents.
+    #[error("invalid Redis store configuration: cannot read {key} {}: {kind}", path.display())]
+    UnreadableFile {
+        /// The setting that names the file (`tls_ca_file`, …).
+        key: &'static str,
+        /// The path as configured.
+        path: PathBuf,
+        /// Why it could not be read.
+        kind: std::io::ErrorKind,
+    },
     /// Redis could not be reached or did not answer in time.
     #[error("Redis {operation} failed: {failure}")]
     Unavailable {
@@ -35,7 +47,7 @@ impl RedisStoreError {
     #[must_use]
     pub const fn code(&self) -> &'static str {
         match self {
-            Self::Config(_) => "REDIS_CONFIG_INVALID",
+            Self::Config(_) | Self::UnreadableFile { .. } => "REDIS_CONFIG_INVALID",
             Self::Unavailable { .. } => "STORE_UNAVAILABLE",
         }
     }
@@ -51,7 +63,7 @@ impl RedisStoreError {
     pub const fn failure(&self) -> Option<Failure> {
         match self {
             Self::Unavailable { failure, .. } => Some(*failure),
-            Self::Config(_) => None,
+            Self::Config(_) | Self::UnreadableFile { .. } => None,
         }
     }
 
@@ -102,6 +114,19 @@ pub enum ConfigProblem {
     /// does not belong to the client certificate.
     #[error("the TLS client key is not a valid PEM private key matching the client certificate")]
     InvalidTlsClientKey,
+    /// A store URL is none of `redis://`, `rediss://`, `redis+cluster://` or
+    /// `rediss+cluster://` ([`RedisConfig::from_url`](crate::RedisConfig::from_url)).
+    #[error(
+        "a Redis store URL must start with redis://, rediss://, redis+cluster:// or rediss+cluster://"
+    )]
+    UnrecognizedStoreUrl,
+    /// A `redis+cluster://` or `rediss+cluster://` URL names no node.
+    #[error("a redis+cluster:// or rediss+cluster:// URL needs at least one host:port")]
+    NoClusterNodes,
+    /// Only one of `tls_client_cert_file` and `tls_client_key_file` is set
+    /// ([`RedisSettings`](crate::RedisSettings)).
+    #[error("tls_client_cert_file and tls_client_key_file go together")]
+    UnpairedTlsClientFiles,
     /// The pool size is zero.
     #[error("the pool size must be at least 1")]
     ZeroPoolSize,

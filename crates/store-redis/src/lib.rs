@@ -68,6 +68,16 @@
 //! intermediate `String` per argument; each payload copied once before the
 //! driver packs it). `docs/performance.md` has the measurements.
 //!
+//! # Configuration
+//!
+//! [`RedisConfig`] is built in code, or from a configuration file:
+//! [`RedisConfig::from_url`] parses a store URL (`redis://`, `rediss://`,
+//! and `redis+cluster://`/`rediss+cluster://host:port,…` whose credentials
+//! apply to every node), and [`RedisSettings`] is the serde `[redis]`
+//! section (unknown keys refused) that [`RedisSettings::apply`] lays over
+//! it, reading the TLS PEM files it names. Neither error echoes a URL or a
+//! file's contents.
+//!
 //! # TLS (`rediss://`)
 //!
 //! `rediss://` URLs connect over TLS with rustls (ring provider; no system
@@ -128,7 +138,7 @@ use redis::{
 
 pub use config::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEY_PREFIX, DEFAULT_OPERATION_TIMEOUT, DEFAULT_POOL_SIZE,
-    MAX_KEY_PREFIX_BYTES, RedisConfig,
+    MAX_KEY_PREFIX_BYTES, RedisConfig, RedisSettings,
 };
 pub use error::{ConfigProblem, Failure, RedisStoreError, Result};
 
