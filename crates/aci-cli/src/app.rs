@@ -4,9 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aci_contracts::RunId;
-use invocation_core::{
-    Clock, InvalidLimit, InvocationStore, Limits, RunContext, SystemClock, ToolBoundary,
-};
+use invocation_core::{Clock, InvocationStore, RunContext, SystemClock, ToolBoundary};
 use projectors_logs::{FileLogSource, MockLogSource, query_logs_tool};
 use projectors_mysql::{MysqlAsyncSource, query_mysql_tool};
 use projectors_rag::{MarkdownKnowledgeBase, Progress, lookup_knowledge_tool};
@@ -17,53 +15,25 @@ use crate::config::Config;
 use crate::error::CliError;
 
 /// Where the canonical records live.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) enum StoreSpec {
     /// In this process only.
     Memory,
-    /// One Redis server.
-    Redis(String),
-    /// A Redis Cluster, by its seed nodes.
-    RedisCluster(Vec<String>),
+    /// One Redis server or a Redis Cluster, as store-redis parsed its URL.
+    Redis(RedisConfig),
 }
 
 impl StoreSpec {
-    /// Parses `memory`, `redis://…`, `rediss://…`, `redis+cluster://h1:p1,h2:p2`
-    /// or `rediss+cluster://h1:p1,h2:p2`.
+    /// `memory`, or a store URL for store-redis to parse: `redis://…`,
+    /// `rediss://…`, `redis+cluster://h1:p1,h2:p2` or `rediss+cluster://…`.
     pub(crate) fn parse(text: &str) -> Result<Self, CliError> {
         if text == "memory" {
             return Ok(Self::Memory);
         }
-        for (prefix, scheme) in [
-            ("redis+cluster://", "redis"),
-            ("rediss+cluster://", "rediss"),
-        ] {
-            let Some(nodes) = text.strip_prefix(prefix) else {
-                continue;
-            };
-            // `user:password@` applies to every node.
-            let (auth, hosts) = match nodes.rsplit_once('@') {
-                Some((auth, hosts)) => (format!("{auth}@"), hosts),
-                None => (String::new(), nodes),
-            };
-            let nodes: Vec<String> = hosts
-                .split(',')
-                .filter(|n| !n.is_empty())
-                .map(|n| format!("{scheme}://{auth}{n}"))
-                .collect();
-            if nodes.is_empty() {
-                return Err(CliError::config(format!(
-                    "store {prefix} needs at least one host:port"
-                )));
-            }
-            return Ok(Self::RedisCluster(nodes));
-        }
-        if text.starts_with("redis://") || text.starts_with("rediss://") {
-            return Ok(Self::Redis(text.to_owned()));
-        }
-        Err(CliError::config(
-            "store must be `memory`, a redis:// or rediss:// URL, or redis+cluster:// / rediss+cluster://host:port,…",
-        ))
+        // store-redis's error never echoes the URL (it may carry a password).
+        RedisConfig::from_url(text)
+            .map(Self::Redis)
+            .map_err(|e| CliError::config(format!("store must be `memory` or a Redis URL: {e}")))
     }
 
     /// Whether records outlive this process.
@@ -109,7 +79,10 @@ impl App {
             );
         }
         let watched = report.is_some().then(|| knowledge.clone());
-        let limits = limits(config)?;
+        let limits = config
+            .limits
+            .into_limits()
+            .map_err(|e| CliError::config(format!("[limits] {e}")))?;
         if config.run.deadline_secs == Some(0) {
             return Err(CliError::config("[run] deadline_secs must be positive"));
         }
@@ -162,29 +135,6 @@ fn logs_tool(
     Ok(query_logs_tool(source))
 }
 
-/// `[limits]` over the defaults; a zero is a configuration error naming its key.
-fn limits(config: &Config) -> Result<Limits, CliError> {
-    let l = &config.limits;
-    let d = Limits::default();
-    let limits = Limits {
-        max_request_bytes: l.max_request_bytes.unwrap_or(d.max_request_bytes),
-        max_raw_bytes: l.max_raw_bytes.unwrap_or(d.max_raw_bytes),
-        max_agent_result_bytes: l.max_agent_result_bytes.unwrap_or(d.max_agent_result_bytes),
-        max_record_bytes: l.max_record_bytes.unwrap_or(d.max_record_bytes),
-        record_ttl: l.record_ttl_secs.map_or(d.record_ttl, Duration::from_secs),
-        timeout: l.timeout_secs.map_or(d.timeout, Duration::from_secs),
-    };
-    limits.validate().map_err(|InvalidLimit(limit)| {
-        let key = match limit {
-            "record_ttl" => "record_ttl_secs",
-            "timeout" => "timeout_secs",
-            other => other,
-        };
-        CliError::config(format!("[limits] {key} must be positive"))
-    })?;
-    Ok(limits)
-}
-
 async fn open_store(
     spec: &StoreSpec,
     config: &Config,
@@ -192,50 +142,17 @@ async fn open_store(
 ) -> Result<Arc<dyn InvocationStore>, CliError> {
     let redis = match spec {
         StoreSpec::Memory => return Ok(Arc::new(MemoryStore::with_clock(Arc::clone(clock)))),
-        StoreSpec::Redis(url) => RedisConfig::single(url.clone()),
-        StoreSpec::RedisCluster(urls) => RedisConfig::cluster(urls.clone()),
+        StoreSpec::Redis(redis) => config.redis.apply(redis.clone()).map_err(redis_error)?,
     };
-    let section = &config.redis;
-    let mut redis = redis;
-    if let Some(prefix) = &section.key_prefix {
-        redis = redis.key_prefix(prefix.clone());
-    }
-    if let Some(size) = section.pool_size {
-        redis = redis.pool_size(size);
-    }
-    if let Some(ms) = section.timeout_ms {
-        redis = redis.operation_timeout(Duration::from_millis(ms));
-    }
-    if let Some(path) = &section.tls_ca_file {
-        redis = redis.tls_root_ca_pem(read_pem(path, "tls_ca_file")?);
-    }
-    match (&section.tls_client_cert_file, &section.tls_client_key_file) {
-        (Some(cert), Some(key)) => {
-            redis = redis.tls_client_cert_pem(
-                read_pem(cert, "tls_client_cert_file")?,
-                read_pem(key, "tls_client_key_file")?,
-            );
-        }
-        (None, None) => {}
-        _ => {
-            return Err(CliError::config(
-                "redis: tls_client_cert_file and tls_client_key_file go together",
-            ));
-        }
-    }
-    // Errors name the problem, never the URL (it may carry a password).
-    let store =
-        RedisStore::new(redis).map_err(|e| CliError::config(format!("redis store: {e}")))?;
-    store
-        .ping()
-        .await
-        .map_err(|e| CliError::config(format!("redis store: {e}")))?;
+    let store = RedisStore::new(redis).map_err(redis_error)?;
+    store.ping().await.map_err(redis_error)?;
     Ok(Arc::new(store))
 }
 
-fn read_pem(path: &std::path::Path, key: &str) -> Result<Vec<u8>, CliError> {
-    std::fs::read(path)
-        .map_err(|e| CliError::config(format!("redis: cannot read {key} {}: {e}", path.display())))
+/// store-redis's errors name the problem (and a file's key and path), never
+/// the URL or a file's contents.
+fn redis_error(error: store_redis::RedisStoreError) -> CliError {
+    CliError::config(format!("redis store: {error}"))
 }
 
 /// Prints knowledge-base indexing progress on stderr (every tenth of the files).
@@ -264,22 +181,19 @@ mod tests {
 
     #[test]
     fn store_specs() {
-        assert_eq!(StoreSpec::parse("memory").unwrap(), StoreSpec::Memory);
-        assert_eq!(
-            StoreSpec::parse("rediss://h:6380/0").unwrap(),
-            StoreSpec::Redis("rediss://h:6380/0".into())
-        );
-        assert_eq!(
-            StoreSpec::parse("redis+cluster://a:7000,b:7001").unwrap(),
-            StoreSpec::RedisCluster(vec!["redis://a:7000".into(), "redis://b:7001".into()])
-        );
-        assert_eq!(
-            StoreSpec::parse("rediss+cluster://:pw@a:7000,b:7001").unwrap(),
-            StoreSpec::RedisCluster(vec![
-                "rediss://:pw@a:7000".into(),
-                "rediss://:pw@b:7001".into()
-            ])
-        );
+        assert!(matches!(
+            StoreSpec::parse("memory").unwrap(),
+            StoreSpec::Memory
+        ));
+        assert!(!StoreSpec::parse("memory").unwrap().is_shared());
+        // store-redis parses the URLs (its tests check the nodes).
+        for url in [
+            "rediss://h:6380/0",
+            "redis+cluster://a:7000,b:7001",
+            "rediss+cluster://:pw@a:7000,b:7001",
+        ] {
+            assert!(StoreSpec::parse(url).unwrap().is_shared(), "{url}");
+        }
         for bad in [
             "",
             "mem",
@@ -289,6 +203,7 @@ mod tests {
         ] {
             let err = StoreSpec::parse(bad).unwrap_err().to_string();
             assert!(!err.contains("pw"), "{err}");
+            assert!(err.contains("store must be"), "{err}");
         }
     }
 }

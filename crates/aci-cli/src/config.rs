@@ -1,75 +1,23 @@
 //! The TOML configuration file. Every key is optional; unknown keys are errors.
 //!
-//! ```toml
-//! # Where canonical records live: "memory" (default, this process only),
-//! # "redis://host:6379/0", "rediss://host:6380/0" (TLS),
-//! # "redis+cluster://host1:7000,host2:7001" or "rediss+cluster://…" (TLS).
-//! store = "memory"
+//! The file composes the adapters' own settings: `[redis]` is
+//! [`store_redis::RedisSettings`], `[limits]` [`invocation_core::LimitsConfig`],
+//! `[mysql]` [`projectors_mysql::MysqlConfig`], `[logs]`
+//! [`projectors_logs::LogsConfig`]; `[run]`, `[knowledge]` and `[serve]` are
+//! the CLI's own, and `aci serve --http` adds `[auth]` ([`crate::http::config`]).
 //!
-//! [redis]
-//! key_prefix = "aci"        # prefix of every key
-//! pool_size = 4             # shared multiplexed connections
-//! timeout_ms = 2000         # per store operation
-//! tls_ca_file = "/etc/aci/redis-ca.pem"        # rediss://: trust this CA bundle
-//! tls_client_cert_file = "/etc/aci/client.pem" # rediss://: mutual TLS, with
-//! tls_client_key_file = "/etc/aci/client.key"  #   the matching key
-//!
-//! [limits]
-//! max_request_bytes = 16384
-//! max_raw_bytes = 1048576
-//! max_agent_result_bytes = 16384
-//! max_record_bytes = 2097152
-//! record_ttl_secs = 86400
-//! timeout_secs = 30          # per tool execution
-//!
-//! [run]
-//! deadline_secs = 900        # from the run's first call
-//! budget = 50                # tool calls per run, all tools
-//! [run.tool_budgets]
-//! query_mysql = 10
-//!
-//! [serve]
-//! drain_secs = 30            # at a stop, how long running calls may finish
-//!                            # (default: the longest tool timeout)
-//! recover_older_than_secs = 90  # at start, recover this run's PROJECTING records
-//!                            # older than this (default: longest tool timeout + 30)
-//!
-//! [knowledge]
-//! dir = "./runbooks"         # Markdown and .txt files; default: the bundled runbooks
-//! index_dir = "/var/cache/aci/knowledge"  # persistent index; default: the platform cache dir
-//! persistent = true          # false: index in RAM, rebuilt by every process
-//!
-//! [mysql]
-//! connect_timeout_ms = 5000  # time to get a connection
-//! max_value_bytes = 16384    # bytes kept of one text/JSON/binary value
-//! max_raw_bytes = 262144     # budget of one raw result set
-//! [mysql.data_sources.orders]   # the logical name agents use
-//! url = "mysql://reader:secret@127.0.0.1:3306/shop"   # a SELECT-only account
-//! allowed_schemas = ["shop", "information_schema"]  # default: the URL's database
-//! max_rows = 100             # rows fetched per statement
-//! timeout_ms = 10000         # server-side statement time limit
-//! client_timeout_ms = 11000  # then the statement is killed (default: timeout_ms + 1000)
-//!
-//! [logs]                      # without topics, query_logs reads the mock incident
-//! max_raw_events = 200        # most recent matches kept per call
-//! [logs.topics.APPLICATION]   # APPLICATION | DATABASE_SLOW_QUERY | SYSTEM_EVENTS
-//! dir = "/var/log/order-service"   # nothing outside it is opened
-//! files = ["app.log*"]        # file-name globs in dir (rotated and .gz files)
-//! format = "json_lines"       # json_lines | logfmt | syslog | mysql_slow
-//! time_key = "ts"             # json_lines/logfmt keys; level_key, message_key too
-//! timestamp = "rfc3339"       # or epoch_seconds, epoch_millis, a strftime layout
-//! time_zone = "UTC"           # of times without an offset: UTC or ±HH:MM
-//! ```
-//!
-//! `aci serve --http` adds `[auth]` and `[serve]`, documented in
-//! [`crate::http::config`].
+//! The one example of every key is the README's "Configuration" section (and
+//! its "Serving many agents over HTTP" section for `[auth]`); a test parses
+//! every TOML block of the README.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use invocation_core::LimitsConfig;
 use projectors_logs::LogsConfig;
 use projectors_mysql::MysqlConfig;
 use serde::Deserialize;
+use store_redis::RedisSettings;
 
 use crate::error::CliError;
 pub(crate) use crate::http::config::AuthSection;
@@ -81,9 +29,9 @@ pub(crate) struct Config {
     /// `memory`, a `redis://`/`rediss://` URL, or `redis+cluster://h1:p1,h2:p2`.
     pub(crate) store: Option<String>,
     #[serde(default)]
-    pub(crate) redis: RedisSection,
+    pub(crate) redis: RedisSettings,
     #[serde(default)]
-    pub(crate) limits: LimitsSection,
+    pub(crate) limits: LimitsConfig,
     #[serde(default)]
     pub(crate) run: RunSection,
     #[serde(default)]
@@ -97,30 +45,6 @@ pub(crate) struct Config {
     /// `[auth]`: bearer tokens of `aci serve --http`.
     #[serde(default)]
     pub(crate) auth: AuthSection,
-}
-
-/// `[redis]`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RedisSection {
-    pub(crate) key_prefix: Option<String>,
-    pub(crate) pool_size: Option<usize>,
-    pub(crate) timeout_ms: Option<u64>,
-    pub(crate) tls_ca_file: Option<PathBuf>,
-    pub(crate) tls_client_cert_file: Option<PathBuf>,
-    pub(crate) tls_client_key_file: Option<PathBuf>,
-}
-
-/// `[limits]`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct LimitsSection {
-    pub(crate) max_request_bytes: Option<usize>,
-    pub(crate) max_raw_bytes: Option<usize>,
-    pub(crate) max_agent_result_bytes: Option<usize>,
-    pub(crate) max_record_bytes: Option<usize>,
-    pub(crate) record_ttl_secs: Option<u64>,
-    pub(crate) timeout_secs: Option<u64>,
 }
 
 /// `[run]`.
@@ -201,18 +125,37 @@ impl Config {
 mod tests {
     use super::*;
 
+    /// Every ```toml block of the README, in order.
+    fn readme_toml_blocks() -> Vec<String> {
+        let mut blocks = Vec::new();
+        let mut lines = include_str!("../../../README.md").lines();
+        while lines.by_ref().any(|l| l.trim_end() == "```toml") {
+            let block: Vec<&str> = lines
+                .by_ref()
+                .take_while(|l| !l.starts_with("```"))
+                .collect();
+            blocks.push(block.join("\n"));
+        }
+        blocks
+    }
+
     #[test]
-    fn every_documented_key_parses() {
-        let doc: String = include_str!("config.rs")
-            .lines()
-            .take_while(|l| l.starts_with("//!"))
-            .filter_map(|l| l.strip_prefix("//! "))
-            .skip_while(|l| !l.starts_with("```toml"))
-            .skip(1)
-            .take_while(|l| !l.starts_with("```"))
-            .collect::<Vec<_>>()
-            .join("\n");
-        let config = Config::parse(&doc).unwrap();
+    fn every_readme_example_parses() {
+        let blocks = readme_toml_blocks();
+        assert!(blocks.len() >= 2, "README.md has no TOML examples");
+        let configs: Vec<Config> = blocks
+            .iter()
+            .enumerate()
+            .map(|(i, block)| {
+                Config::parse(block).unwrap_or_else(|e| panic!("README TOML block {}: {e}", i + 1))
+            })
+            .collect();
+
+        // The full example of the Configuration section.
+        let config = configs
+            .iter()
+            .find(|c| !c.mysql.data_sources.is_empty())
+            .expect("a README example with [mysql.data_sources]");
         assert_eq!(config.store.as_deref(), Some("memory"));
         assert_eq!(config.limits.timeout_secs, Some(30));
         assert_eq!(config.serve.drain_secs, Some(30));
@@ -225,6 +168,26 @@ mod tests {
             Some(["shop".to_owned(), "information_schema".to_owned()].as_slice())
         );
         assert!(!format!("{config:?}").contains("secret"));
+        assert_eq!(config.redis.pool_size, Some(4));
+        assert!(config.redis.tls_client_key_file.is_some());
+        assert_eq!(
+            config.limits.into_limits(),
+            Ok(invocation_core::Limits::default())
+        );
+        assert!(config.logs.is_configured());
+
+        // The `aci serve --http` example of Serving many agents over HTTP.
+        let config = configs
+            .iter()
+            .find(|c| !c.auth.tokens.is_empty())
+            .expect("a README example with [auth.tokens]");
+        let token = &config.auth.tokens["oncall-bot"];
+        assert_eq!(token.run_budget, Some(50));
+        let jwt = config.auth.jwt.as_ref().unwrap();
+        assert_eq!(jwt.audience, "aci");
+        assert_eq!(jwt.leeway_secs, Some(30));
+        assert_eq!(config.serve.max_in_flight, Some(64));
+        assert_eq!(config.serve.max_in_flight_per_principal, Some(16));
     }
 
     #[test]
