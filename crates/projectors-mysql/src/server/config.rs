@@ -27,21 +27,10 @@ pub const DEFAULT_MAX_RAW_BYTES: usize = 256 * 1024;
 
 /// The real executor's configuration: named data sources and fetch limits.
 ///
-/// Deserializes from the `[mysql]` table of the CLI's TOML file:
-///
-/// ```toml
-/// [mysql]
-/// connect_timeout_ms = 5000      # optional
-/// max_value_bytes = 16384        # optional
-/// max_raw_bytes = 262144         # optional
-///
-/// [mysql.data_sources.orders]
-/// url = "mysql://aci_reader:secret@db.internal:3306/shop"
-/// allowed_schemas = ["shop"]     # optional: default, the URL's database
-/// max_rows = 100                 # optional
-/// timeout_ms = 10000             # optional: server-side statement limit
-/// client_timeout_ms = 11000      # optional: default, timeout_ms + 1000
-/// ```
+/// Deserializes from the `[mysql]` table of the CLI's TOML file
+/// (`connect_timeout_ms`, `max_value_bytes`, `max_raw_bytes`, and per
+/// `[mysql.data_sources.NAME]` the [`DataSourceConfig`] keys); the README's
+/// "Configuration" section has the example of every key.
 ///
 /// Unknown keys are refused. Debug output redacts passwords.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
