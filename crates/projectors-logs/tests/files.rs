@@ -444,6 +444,16 @@ async fn errors_are_errors_never_no_evidence() {
     )
     .await;
     assert_eq!(code(&missing), ErrorCode::ExecutionFailed);
+    // Permanent (the deployment must fix its configuration), and still
+    // permanent in the execution error the boundary receives.
+    let error = source
+        .query(&query(LogTopic::DatabaseSlowQuery, "x", 60))
+        .await
+        .unwrap_err();
+    assert!(!invocation_core::SourceError::retryable(&error));
+    let execution = invocation_core::ExecutionError::from(error);
+    assert_eq!(execution.error_code(), ErrorCode::ExecutionFailed);
+    assert!(!execution.retryable());
     let text = missing.observation.to_json().to_string();
     assert!(
         !text.contains("slow.log") && !text.contains(dir.path().to_str().unwrap()),

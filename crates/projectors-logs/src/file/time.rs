@@ -6,6 +6,7 @@
 
 use aci_contracts::Timestamp;
 use chrono::{DateTime, Datelike, FixedOffset, NaiveDate, NaiveDateTime, Offset, TimeZone, Utc};
+use invocation_core::whitespace::collapse_whitespace;
 
 /// How a time field is written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,7 +145,7 @@ pub(crate) fn parse_bsd(text: &str, zone: FixedOffset, reference: Timestamp) -> 
     let reference_year = DateTime::<Utc>::from_timestamp_millis(reference.unix_millis())?
         .with_timezone(&zone)
         .year();
-    let squeezed: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let squeezed = collapse_whitespace(text);
     for year in [reference_year, reference_year - 1] {
         let with_year = format!("{year} {squeezed}");
         let naive = NaiveDateTime::parse_from_str(&with_year, "%Y %b %d %H:%M:%S").ok()?;
@@ -158,7 +159,7 @@ pub(crate) fn parse_bsd(text: &str, zone: FixedOffset, reference: Timestamp) -> 
 
 /// MariaDB's `YYMMDD hh:mm:ss` (`# Time:` lines; the hour may have one digit).
 pub(crate) fn parse_mariadb(text: &str, zone: FixedOffset) -> Option<Timestamp> {
-    let squeezed: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let squeezed = collapse_whitespace(text);
     let naive = NaiveDateTime::parse_from_str(&squeezed, "%y%m%d %H:%M:%S%.f").ok()?;
     local(naive, zone)
 }
