@@ -58,7 +58,7 @@
 //! format = "json_lines"       # json_lines | logfmt | syslog | mysql_slow
 //! time_key = "ts"             # json_lines/logfmt keys; level_key, message_key too
 //! timestamp = "rfc3339"       # or epoch_seconds, epoch_millis, a strftime layout
-//! time_zone = "UTC"           # of times without an offset: UTC or ±HH:MM
+//! time_zone = "UTC"           # of times without an offset: UTC, ±HH:MM or an IANA name
 //! ```
 //!
 //! `aci serve --http` adds `[auth]` and `[serve]`, documented in

@@ -493,7 +493,7 @@ fn invalid_configurations_are_refused() {
         ),
         (
             TopicConfig {
-                time_zone: Some("Europe/Paris".into()),
+                time_zone: Some("Mars/Olympus_Mons".into()),
                 ..topic(dir, &["a"], LogFormat::JsonLines)
             },
             "time_zone",
@@ -549,4 +549,106 @@ async fn the_tool_timeout_cuts_a_long_scan_off() {
     )
     .await;
     assert_eq!(code(&outcome), ErrorCode::ExecutionTimeout);
+}
+
+/// Named zones read local times with their daylight-saving rules (the tz
+/// database compiled in): around Europe/Berlin's changes of 2026, a local
+/// time in the repeated hour is its earlier instant, one in the skipped hour
+/// does not exist and is counted as unparsed.
+#[test]
+fn named_time_zones_for_syslog_and_the_slow_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("syslog"),
+        "<11>Mar 29 01:59:00 node-3 app[1]: disk full before the change\n\
+         <11>Mar 29 02:30:00 node-3 app[1]: disk full in the gap\n\
+         <11>Mar 29 03:01:00 node-3 app[1]: disk full after the change\n\
+         <11>Oct 25 02:30:00 node-3 app[1]: disk full in the overlap\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("slow.log"),
+        "# Time: 261025  2:30:00\n\
+         # User@Host: app[app] @ localhost []\n\
+         # Query_time: 1.5  Lock_time: 0.0  Rows_sent: 1  Rows_examined: 10\n\
+         SELECT * FROM orders WHERE id = 1;\n\
+         # Time: 260329  2:30:00\n\
+         # User@Host: app[app] @ localhost []\n\
+         # Query_time: 1.5  Lock_time: 0.0  Rows_sent: 1  Rows_examined: 10\n\
+         SELECT * FROM orders WHERE id = 2;\n",
+    )
+    .unwrap();
+    let berlin = |files: &[&str], format| TopicConfig {
+        time_zone: Some("Europe/Berlin".into()),
+        ..topic(d, files, format)
+    };
+    let source = source(vec![
+        (
+            LogTopic::SystemEvents,
+            berlin(&["syslog"], LogFormat::Syslog),
+        ),
+        (
+            LogTopic::DatabaseSlowQuery,
+            berlin(&["slow.log"], LogFormat::MysqlSlow),
+        ),
+    ]);
+    let window = |topic, start: &str, end: &str, words: &str| LogQuery {
+        topic,
+        query: words.to_owned(),
+        start: Timestamp::parse(start).unwrap(),
+        end: Timestamp::parse(end).unwrap(),
+    };
+    let spring = window(
+        LogTopic::SystemEvents,
+        "2026-03-29T00:00:00Z",
+        "2026-03-29T02:00:00Z",
+        "disk",
+    );
+    let (matches, stats) = source.query_blocking(&spring).unwrap();
+    let found: Vec<(String, &str)> = matches
+        .events
+        .iter()
+        .map(|e| (e.timestamp.to_string(), e.message.as_str()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (
+                "2026-03-29T00:59:00.000Z".to_owned(),
+                "disk full before the change"
+            ),
+            (
+                "2026-03-29T01:01:00.000Z".to_owned(),
+                "disk full after the change"
+            ),
+        ]
+    );
+    assert_eq!(stats.unparsed, 1, "the local time in the gap");
+    let autumn = window(
+        LogTopic::SystemEvents,
+        "2026-10-25T00:00:00Z",
+        "2026-10-25T02:00:00Z",
+        "disk",
+    );
+    let (matches, _) = source.query_blocking(&autumn).unwrap();
+    assert_eq!(matches.events.len(), 1);
+    assert_eq!(
+        matches.events[0].timestamp,
+        Timestamp::parse("2026-10-25T00:30:00Z").unwrap(),
+        "the earlier of the two instants"
+    );
+    let slow = window(
+        LogTopic::DatabaseSlowQuery,
+        "2026-03-01T00:00:00Z",
+        "2026-10-31T00:00:00Z",
+        "orders",
+    );
+    let (matches, stats) = source.query_blocking(&slow).unwrap();
+    assert_eq!(matches.events.len(), 1);
+    assert_eq!(
+        matches.events[0].timestamp,
+        Timestamp::parse("2026-10-25T00:30:00Z").unwrap()
+    );
+    assert_eq!(stats.unparsed, 1, "the slow log entry in the gap");
 }

@@ -19,7 +19,7 @@ use serde::Deserialize;
 /// level_key = "level"             # default level|severity|lvl
 /// message_key = "msg"             # default message|msg
 /// timestamp = "rfc3339"           # rfc3339 | epoch_seconds | epoch_millis | a strftime layout
-/// time_zone = "+02:00"            # for times without an offset: UTC (default) or ±HH:MM
+/// time_zone = "Europe/Berlin"     # times without an offset: UTC (default), ±HH:MM or an IANA name
 /// ```
 ///
 /// With no topic configured the embedded mock stays the log source. Unknown
@@ -72,7 +72,12 @@ pub struct TopicConfig {
     #[serde(default)]
     pub timestamp: Option<String>,
     /// The zone of times written without an offset (layouts without `%z`,
-    /// RFC 3164 syslog, MariaDB's `# Time: YYMMDD`): `UTC` or `±HH:MM`.
+    /// RFC 3164 syslog, MariaDB's `# Time: YYMMDD`): `UTC` (the default),
+    /// `±HH:MM`, or an IANA zone name (`Europe/Berlin`, `America/New_York`;
+    /// the tz database is compiled in). In a named zone, a local time in the
+    /// repeated hour of a fall-back change is the earlier instant, and one in
+    /// the skipped hour of a spring-forward change does not parse (counted in
+    /// `stats.unparsed`).
     #[serde(default)]
     pub time_zone: Option<String>,
 }

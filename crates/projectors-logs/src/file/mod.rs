@@ -48,7 +48,7 @@ pub use scan::ScanStats;
 use crate::{Error, LogMatches, LogQuery, LogSource, LogSourceError, Result};
 use formats::{Keys, LineFormat, LineParser};
 use scan::{Cancel, Reader, Settings};
-use time::{Layout, TimeRule, parse_layout, parse_zone};
+use time::{Layout, TimeRule, Zone, parse_layout, parse_zone};
 
 /// One topic, compiled.
 #[derive(Debug)]
@@ -207,8 +207,9 @@ fn compile(section: &TopicConfig) -> std::result::Result<Topic, &'static str> {
         .map(|p| paths::check_pattern(p))
         .collect::<std::result::Result<Vec<_>, _>>()?;
     let zone = match &section.time_zone {
-        Some(zone) => parse_zone(zone).ok_or("time_zone must be UTC or ±HH:MM")?,
-        None => TimeRule::default().zone,
+        Some(zone) => parse_zone(zone)
+            .ok_or("time_zone must be UTC, ±HH:MM or an IANA zone name such as Europe/Berlin")?,
+        None => Zone::default(),
     };
     let layout = match &section.timestamp {
         Some(layout) => parse_layout(layout)
