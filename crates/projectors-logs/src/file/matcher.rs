@@ -69,14 +69,47 @@ impl Matcher {
         self.prefilter.as_ref()
     }
 
-    /// Whether `message` has every word, ignoring case.
+    /// Whether `message` has every word, ignoring case (Unicode lowercase).
     pub(crate) fn matches(&self, message: &str) -> bool {
         if self.words.is_empty() {
             return true;
         }
+        if message.is_ascii() {
+            // The Unicode lowercase of ASCII text is its ASCII lowercase, and
+            // a lowercased word with a non-ASCII character (`İ` gives `i̇`)
+            // cannot occur in it, while one that lowercased to ASCII (`K`
+            // gives `k`) is searched as such: the same answer without
+            // lowercasing the message.
+            return self.words.iter().all(|w| {
+                w.is_ascii() && contains_ignoring_ascii_case(message.as_bytes(), w.as_bytes())
+            });
+        }
         let lower = message.to_lowercase();
         self.words.iter().all(|w| lower.contains(w.as_str()))
     }
+}
+
+/// Whether `haystack` contains `needle` (lowercase ASCII), ignoring ASCII case.
+fn contains_ignoring_ascii_case(haystack: &[u8], needle: &[u8]) -> bool {
+    let Some((&first, rest)) = needle.split_first() else {
+        return true;
+    };
+    let Some(last_start) = haystack.len().checked_sub(needle.len()) else {
+        return false;
+    };
+    let upper = first.to_ascii_uppercase();
+    let mut from = 0;
+    while from <= last_start {
+        let Some(i) = memchr::memchr2(first, upper, &haystack[from..=last_start]) else {
+            return false;
+        };
+        let at = from + i;
+        if haystack[at + 1..at + needle.len()].eq_ignore_ascii_case(rest) {
+            return true;
+        }
+        from = at + 1;
+    }
+    false
 }
 
 fn prefilter(words: &[String], escapes: Escapes) -> Option<Prefilter> {
@@ -135,6 +168,50 @@ mod tests {
         let m = Matcher::new("ÉCHEC", Some(Escapes::None));
         assert!(m.prefilter().is_none());
         assert!(m.matches("un échec"));
+    }
+
+    #[test]
+    fn ascii_messages_match_as_their_unicode_lowercase_does() {
+        let reference = |m: &Matcher, message: &str| {
+            let lower = message.to_lowercase();
+            m.words.iter().all(|w| lower.contains(w.as_str()))
+        };
+        let queries = [
+            "pool TIMEOUT",
+            "\u{212a}ill",
+            "\u{130}d",
+            "é",
+            "a",
+            "ms.",
+            "zz",
+        ];
+        let messages = [
+            "HikariPool-1 timed out: Timeout",
+            "KILL -9",
+            "kill",
+            "id",
+            "",
+            "a",
+            "took 30000ms.",
+            "z",
+            "Z z",
+            "ZZ",
+        ];
+        for query in queries {
+            let m = Matcher::new(query, None);
+            for message in messages {
+                assert_eq!(
+                    m.matches(message),
+                    reference(&m, message),
+                    "{query:?} in {message:?}"
+                );
+            }
+        }
+        assert!(Matcher::new("\u{212a}ill", None).matches("KILL"));
+        assert!(!Matcher::new("\u{130}d", None).matches("id"));
+        assert!(contains_ignoring_ascii_case(b"abcXyZ", b"xyz"));
+        assert!(!contains_ignoring_ascii_case(b"xy", b"xyz"));
+        assert!(!contains_ignoring_ascii_case(b"x-y-z", b"xyz"));
     }
 
     #[test]

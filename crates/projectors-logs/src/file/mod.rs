@@ -148,13 +148,12 @@ fn run(
     cancel: &Cancel,
 ) -> Result<(LogMatches, ScanStats), LogSourceError> {
     let files = paths::resolve(&topic.dir, &topic.patterns).map_err(LogSourceError::permanent)?;
-    let (collected, stats) =
-        scan::search(&files, &topic.reader, query, settings, cancel).map_err(|e| match e {
+    let (events, match_count, stats) = scan::search(&files, &topic.reader, query, settings, cancel)
+        .map_err(|e| match e {
             // Only seen when the caller stopped waiting (the tool timeout).
             scan::ScanError::Cancelled => LogSourceError::timeout(e),
             scan::ScanError::Io(_) => LogSourceError::permanent(e),
         })?;
-    let (events, match_count) = collected.finish();
     Ok((
         LogMatches {
             events,

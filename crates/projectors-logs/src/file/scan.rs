@@ -14,7 +14,7 @@ use memchr::{memchr, memrchr};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::formats::LineParser;
+use super::formats::{LineParser, Scanned};
 use super::matcher::Matcher;
 use super::paths::LogFile;
 use super::slowlog::{Finished, SlowLogParser};
@@ -90,11 +90,25 @@ impl From<io::Error> for ScanError {
     }
 }
 
-/// A kept event, ordered by time then by the order it was found.
+/// What a kept match holds until the end of the search.
+pub(crate) enum Item {
+    /// A built event (its `file` field set).
+    Event(RawLogEvent),
+    /// A JSON line, parsed into its event only if it is still kept at the
+    /// end: most matches of a large window are displaced by later ones.
+    Line {
+        /// The line, without its line ending.
+        bytes: Vec<u8>,
+        /// The file's name.
+        file: Arc<str>,
+    },
+}
+
+/// A kept match, ordered by time then by the order it was found.
 struct Kept {
     at: Timestamp,
     seq: u64,
-    event: RawLogEvent,
+    item: Item,
 }
 
 impl PartialEq for Kept {
@@ -114,7 +128,8 @@ impl Ord for Kept {
     }
 }
 
-/// The most recent `cap` matches and the count of all.
+/// The most recent `cap` matches and the count of all. Memory is bounded by
+/// `cap` kept items, whatever the number of matches.
 pub(crate) struct Collector {
     cap: usize,
     heap: BinaryHeap<Reverse<Kept>>,
@@ -132,29 +147,26 @@ impl Collector {
         }
     }
 
-    fn push(&mut self, mut event: RawLogEvent) {
+    /// Counts a match at `at` and keeps it if it is among the `cap` most
+    /// recent; `build` makes the item, given the one it displaces (whose
+    /// buffer it may reuse).
+    fn push_with(&mut self, at: Timestamp, build: impl FnOnce(Option<Item>) -> Item) {
         self.matches += 1;
         self.seq += 1;
-        let at = event.timestamp;
+        let mut displaced = None;
         if self.heap.len() >= self.cap {
             match self.heap.peek() {
                 Some(Reverse(min)) if (min.at, min.seq) < (at, self.seq) => {
-                    self.heap.pop();
+                    displaced = self.heap.pop().map(|Reverse(k)| k.item);
                 }
                 _ => return,
             }
         }
-        let (kept, cut) = escaped_prefix(&event.message, MAX_RAW_MESSAGE_BYTES);
-        if cut {
-            event.message = kept.to_owned();
-            event
-                .fields
-                .insert("message_truncated".to_owned(), Value::Bool(true));
-        }
+        let item = build(displaced);
         self.heap.push(Reverse(Kept {
             at,
             seq: self.seq,
-            event,
+            item,
         }));
     }
 
@@ -163,17 +175,46 @@ impl Collector {
         let mut kept: Vec<Kept> = other.heap.into_iter().map(|Reverse(k)| k).collect();
         kept.sort();
         for k in kept {
-            self.push(k.event);
+            self.push_with(k.at, |_| k.item);
         }
         self.matches = matches;
     }
 
-    /// The kept events oldest first, and the count of all matches.
-    pub(crate) fn finish(self) -> (Vec<RawLogEvent>, u64) {
+    /// The kept events oldest first (made by `event`), and the count of all
+    /// matches.
+    pub(crate) fn finish(
+        self,
+        mut event: impl FnMut(Item) -> Option<RawLogEvent>,
+    ) -> (Vec<RawLogEvent>, u64) {
         let mut kept: Vec<Kept> = self.heap.into_iter().map(|Reverse(k)| k).collect();
         kept.sort();
-        (kept.into_iter().map(|k| k.event).collect(), self.matches)
+        let events = kept
+            .into_iter()
+            .filter_map(|k| event(k.item))
+            .map(bounded)
+            .collect();
+        (events, self.matches)
     }
+}
+
+/// `event` with its message cut to [`MAX_RAW_MESSAGE_BYTES`] for the raw
+/// record (`message_truncated` says so).
+fn bounded(mut event: RawLogEvent) -> RawLogEvent {
+    let (kept, cut) = escaped_prefix(&event.message, MAX_RAW_MESSAGE_BYTES);
+    if cut {
+        event.message = kept.to_owned();
+        event
+            .fields
+            .insert("message_truncated".to_owned(), Value::Bool(true));
+    }
+    event
+}
+
+fn with_file(mut event: RawLogEvent, file: &str) -> RawLogEvent {
+    event
+        .fields
+        .insert("file".to_owned(), Value::String(file.to_owned()));
+    event
 }
 
 /// How a topic's events are read.
@@ -201,14 +242,15 @@ fn is_gzip(file: &mut File) -> io::Result<bool> {
     Ok(n == 2 && magic == [0x1f, 0x8b])
 }
 
-/// Searches `files` (already resolved) for `query`.
+/// Searches `files` (already resolved) for `query`: the kept events, oldest
+/// first, the count of all matches, and what the scan did.
 pub(crate) fn search(
     files: &[LogFile],
     reader: &Reader,
     query: &LogQuery,
     settings: Settings,
     cancel: &Cancel,
-) -> Result<(Collector, ScanStats), ScanError> {
+) -> Result<(Vec<RawLogEvent>, u64, ScanStats), ScanError> {
     let escapes = match reader {
         Reader::Lines(parser) => Some(parser.escapes()),
         Reader::Slow(_) => None,
@@ -243,7 +285,17 @@ pub(crate) fn search(
             all.absorb(collected);
         }
     }
-    Ok((all, stats))
+    let (events, matches) = all.finish(|item| match item {
+        Item::Event(event) => Some(event),
+        Item::Line { bytes, file } => match reader {
+            // It parsed when it was scanned: the same line parses again.
+            Reader::Lines(parser) => parser
+                .parse(&bytes, query.end)
+                .map(|event| with_file(event, &file)),
+            Reader::Slow(_) => None,
+        },
+    });
+    Ok((events, matches, stats))
 }
 
 impl Search<'_> {
@@ -296,7 +348,7 @@ impl Search<'_> {
         next_start: Option<Timestamp>,
         stats: &mut ScanStats,
     ) -> Result<Option<Collector>, ScanError> {
-        let field = Value::String(file.name.clone());
+        let field: Arc<str> = Arc::from(file.name.as_str());
         let size = handle.metadata()?.len();
         // Skipped whole when its time range is outside the window: it starts
         // after the window, or it ends before it (a plain file's last line;
@@ -382,7 +434,7 @@ impl Search<'_> {
         size: u64,
         parser: &LineParser,
         stats: &mut ScanStats,
-        field: &Value,
+        field: &Arc<str>,
     ) -> Result<Option<Collector>, ScanError> {
         let slack = self.settings.slack_ms;
         let end = self.query.end;
@@ -408,11 +460,43 @@ impl Search<'_> {
         Ok(Some(collected))
     }
 
-    fn keep(&self, mut event: RawLogEvent, collected: &mut Collector, file: &Value) {
+    fn in_window_and_matching(&self, at: Timestamp, message: &str) -> bool {
+        self.query.start <= at && at <= self.query.end && self.matcher.matches(message)
+    }
+
+    fn keep(&self, event: RawLogEvent, collected: &mut Collector, file: &Arc<str>) {
         let at = event.timestamp;
-        if self.query.start <= at && at <= self.query.end && self.matcher.matches(&event.message) {
-            event.fields.insert("file".to_owned(), file.clone());
-            collected.push(event);
+        if self.in_window_and_matching(at, &event.message) {
+            collected.push_with(at, |_| Item::Event(with_file(event, file)));
+        }
+    }
+
+    /// Keeps a scanned `line` that is in the window and matches.
+    fn keep_line(
+        &self,
+        scanned: Scanned<'_>,
+        line: &[u8],
+        collected: &mut Collector,
+        file: &Arc<str>,
+    ) {
+        match scanned {
+            Scanned::Event(event) => self.keep(event, collected, file),
+            Scanned::Lazy { timestamp, message } => {
+                if self.in_window_and_matching(timestamp, &message) {
+                    collected.push_with(timestamp, |displaced| {
+                        let mut bytes = match displaced {
+                            Some(Item::Line { bytes, .. }) => bytes,
+                            _ => Vec::new(),
+                        };
+                        bytes.clear();
+                        bytes.extend_from_slice(line);
+                        Item::Line {
+                            bytes,
+                            file: Arc::clone(file),
+                        }
+                    });
+                }
+            }
         }
     }
 
@@ -425,7 +509,7 @@ impl Search<'_> {
         window: Window,
         collected: &mut Collector,
         stats: &mut ScanStats,
-        file: &Value,
+        file: &Arc<str>,
     ) -> Result<bool, ScanError> {
         let end = self.query.end;
         let (lo, hi) = (self.lo(), self.hi());
@@ -435,15 +519,15 @@ impl Search<'_> {
             if line.is_empty() {
                 return;
             }
-            match parser.parse(line, end) {
-                Some(event) => {
-                    let at = event.timestamp.unix_millis();
+            match parser.scan(line, end) {
+                Some(scanned) => {
+                    let at = scanned.timestamp().unix_millis();
                     if (offset >= window.order_from && at < lo)
                         || (offset < window.stop && at > hi && window.stop != u64::MAX)
                     {
                         ordered = false;
                     }
-                    self.keep(event, collected, file);
+                    self.keep_line(scanned, line, collected, file);
                 }
                 None => stats.unparsed += 1,
             }
@@ -488,7 +572,7 @@ impl Search<'_> {
         rule: &TimeRule,
         collected: &mut Collector,
         stats: &mut ScanStats,
-        file: &Value,
+        file: &Arc<str>,
     ) -> Result<(), ScanError> {
         let mut parser = SlowLogParser::new(rule.clone());
         let mut unparsed = 0_u64;
@@ -657,8 +741,8 @@ fn first_parsed(
     while pos < buf.len() {
         // Only whole lines: the last one in a probe may be cut.
         let end = pos + memchr(b'\n', &buf[pos..])?;
-        if let Some(event) = parser.parse(strip_cr(&buf[pos..end]), reference) {
-            return Some((pos, event.timestamp));
+        if let Some(scanned) = parser.scan(strip_cr(&buf[pos..end]), reference) {
+            return Some((pos, scanned.timestamp()));
         }
         pos = end + 1;
     }
@@ -684,8 +768,8 @@ fn last_time(
         buf = &buf[i + 1..];
     }
     for line in buf.rsplit(|b| *b == b'\n') {
-        if let Some(event) = parser.parse(strip_cr(line), reference) {
-            return Ok(Some(event.timestamp));
+        if let Some(scanned) = parser.scan(strip_cr(line), reference) {
+            return Ok(Some(scanned.timestamp()));
         }
     }
     Ok(None)
@@ -763,8 +847,8 @@ fn locate(
                 let Some(len) = memchr(b'\n', &buf[pos..n]) else {
                     break;
                 };
-                if let Some(event) = parser.parse(strip_cr(&buf[pos..pos + len]), reference)
-                    && event.timestamp.unix_millis() >= target
+                if let Some(scanned) = parser.scan(strip_cr(&buf[pos..pos + len]), reference)
+                    && scanned.timestamp().unix_millis() >= target
                 {
                     first_at_or_after = Some(lo + pos as u64);
                     break;
