@@ -20,6 +20,8 @@
 //! Without an all-ASCII word (or for the slow log, whose message is masked)
 //! every entry is parsed.
 
+use std::cell::OnceCell;
+
 use regex::bytes::{Regex, RegexBuilder};
 
 use super::formats::Escapes;
@@ -37,7 +39,10 @@ pub(crate) struct Matcher {
 #[derive(Debug, Clone)]
 pub(crate) struct Prefilter {
     needle: Regex,
-    full: Regex,
+    /// The needle and its alternatives, built the first time a chunk needs
+    /// it (plain ASCII logs never do).
+    full: OnceCell<Option<Regex>>,
+    full_pattern: String,
     /// Whether the alternatives include U+0130 / U+212A (first bytes C4, E2).
     special: bool,
     /// Whether the alternatives include a backslash escape.
@@ -45,16 +50,30 @@ pub(crate) struct Prefilter {
 }
 
 impl Prefilter {
-    /// The search to run over `chunk`.
-    pub(crate) fn for_chunk(&self, chunk: &[u8]) -> &Regex {
-        let special = self.special && memchr::memchr2(0xc4, 0xe2, chunk).is_some();
-        let escape = self.escape && memchr::memchr(b'\\', chunk).is_some();
-        if special || escape {
-            &self.full
+    /// The search to run over `chunk`; `None` when none could be built (then
+    /// every line of the chunk is parsed).
+    pub(crate) fn for_chunk(&self, chunk: &[u8]) -> Option<&Regex> {
+        // One pass for the bytes that start an alternative.
+        let starts_alternative = match (self.special, self.escape) {
+            (true, true) => memchr::memchr3(0xc4, 0xe2, b'\\', chunk).is_some(),
+            (true, false) => memchr::memchr2(0xc4, 0xe2, chunk).is_some(),
+            (false, true) => memchr::memchr(b'\\', chunk).is_some(),
+            (false, false) => false,
+        };
+        if starts_alternative {
+            self.full.get_or_init(|| build(&self.full_pattern)).as_ref()
         } else {
-            &self.needle
+            Some(&self.needle)
         }
     }
+}
+
+fn build(pattern: &str) -> Option<Regex> {
+    RegexBuilder::new(pattern)
+        .case_insensitive(true)
+        .unicode(false)
+        .build()
+        .ok()
 }
 
 impl Matcher {
@@ -135,16 +154,10 @@ fn prefilter(words: &[String], escapes: Escapes) -> Option<Prefilter> {
         Escapes::Json => patterns.push(r"\\u".to_owned()),
     }
     let escape = patterns.len() > 1 + 2 * usize::from(special);
-    let build = |pattern: &str| {
-        RegexBuilder::new(pattern)
-            .case_insensitive(true)
-            .unicode(false)
-            .build()
-            .ok()
-    };
     Some(Prefilter {
         needle: build(&patterns[0])?,
-        full: build(&patterns.join("|"))?,
+        full: OnceCell::new(),
+        full_pattern: patterns.join("|"),
         special,
         escape,
     })
@@ -155,8 +168,11 @@ mod tests {
     use super::*;
 
     fn hits(m: &Matcher, line: &str) -> bool {
-        m.prefilter()
-            .is_none_or(|p| p.for_chunk(line.as_bytes()).is_match(line.as_bytes()))
+        m.prefilter().is_none_or(|p| {
+            p.for_chunk(line.as_bytes())
+                .unwrap()
+                .is_match(line.as_bytes())
+        })
     }
 
     #[test]

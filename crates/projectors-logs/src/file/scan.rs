@@ -538,9 +538,8 @@ impl Search<'_> {
             window,
             self.cancel,
             stats,
-            |chunk, base, stats| match prefilter {
-                Some(prefilter) => {
-                    let automaton = prefilter.for_chunk(chunk);
+            |chunk, base, stats| match prefilter.and_then(|p| p.for_chunk(chunk)) {
+                Some(automaton) => {
                     let mut pos = 0;
                     while pos < chunk.len() {
                         let Some(hit) = automaton.find(&chunk[pos..]) else {
