@@ -652,3 +652,47 @@ fn named_time_zones_for_syslog_and_the_slow_log() {
     );
     assert_eq!(stats.unparsed, 1, "the slow log entry in the gap");
 }
+
+/// A window of several MiB is read as two halves in parallel: the same
+/// matches, in the same order, as one sequential read, and a disorder in the
+/// second half still falls back to reading the file whole.
+#[test]
+fn a_large_window_read_in_two_halves_equals_a_full_scan() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("app.log");
+    let all = ordered_file(&path, 120_000, 1_000);
+    let seeking = source(vec![(
+        LogTopic::Application,
+        topic(dir.path(), &["app.log"], LogFormat::JsonLines),
+    )]);
+    let reading = seeking.clone().with_seek_threshold(u64::MAX);
+    for (words, lookback) in [("timeout", 1440), ("request", 1440), ("timeout", 1200)] {
+        let q = query(LogTopic::Application, words, lookback);
+        let expected = all
+            .iter()
+            .filter(|(ts, m)| *ts >= q.start.unix_millis() && m.contains(words))
+            .count() as u64;
+        let (fast, fast_count, fast_stats) = messages(&seeking, &q);
+        let (slow, slow_count, _) = messages(&reading, &q);
+        assert_eq!(fast_count, expected, "{words} {lookback}");
+        assert_eq!((fast, fast_count), (slow, slow_count), "{words} {lookback}");
+        assert_eq!(fast_stats.files_full_scan, 0);
+        assert!(fast_stats.bytes_read > 4 << 20, "{}", fast_stats.bytes_read);
+    }
+    // Old lines written late in the window (in its second half).
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    let late = text.len() * 7 / 8;
+    let cut = late + text[late..].find('\n').unwrap() + 1;
+    let mut old = String::new();
+    for _ in 0..500 {
+        old.push_str(&json_line(1400, "INFO", "old pool timeout"));
+        old.push('\n');
+    }
+    text.insert_str(cut, &old);
+    std::fs::write(&path, text).unwrap();
+    let q = query(LogTopic::Application, "timeout", 1440);
+    let (fast, fast_count, fast_stats) = messages(&seeking, &q);
+    let (slow, slow_count, _) = messages(&reading, &q);
+    assert_eq!(fast_stats.files_full_scan, 1, "the disorder was seen");
+    assert_eq!((fast, fast_count), (slow, slow_count));
+}

@@ -20,7 +20,7 @@
 //! Without an all-ASCII word (or for the slow log, whose message is masked)
 //! every entry is parsed.
 
-use std::cell::OnceCell;
+use std::sync::OnceLock;
 
 use regex::bytes::{Regex, RegexBuilder};
 
@@ -41,7 +41,7 @@ pub(crate) struct Prefilter {
     needle: Regex,
     /// The needle and its alternatives, built the first time a chunk needs
     /// it (plain ASCII logs never do).
-    full: OnceCell<Option<Regex>>,
+    full: OnceLock<Option<Regex>>,
     full_pattern: String,
     /// Whether the alternatives include U+0130 / U+212A (first bytes C4, E2).
     special: bool,
@@ -156,7 +156,7 @@ fn prefilter(words: &[String], escapes: Escapes) -> Option<Prefilter> {
     let escape = patterns.len() > 1 + 2 * usize::from(special);
     Some(Prefilter {
         needle: build(&patterns[0])?,
-        full: OnceCell::new(),
+        full: OnceLock::new(),
         full_pattern: patterns.join("|"),
         special,
         escape,

@@ -444,19 +444,82 @@ impl Search<'_> {
         let Some(stop) = locate(handle, size, parser, self.hi() + 1, end, slack)? else {
             return Ok(None);
         };
-        let mut collected = Collector::new(self.settings.max_raw_events);
-        let mut local = ScanStats::default();
-        handle.seek(SeekFrom::Start(start.lo))?;
         let window = Window {
             base: start.lo,
             skip_first: start.lo > 0,
             stop: stop.first_at_or_after.unwrap_or(size),
             order_from: start.lo + 2 * PROBE as u64,
         };
+        #[cfg(unix)]
+        if let Some(split) = split_point(handle, window)? {
+            return self.two_halves(handle, parser, window, split, stats, field);
+        }
+        let mut collected = Collector::new(self.settings.max_raw_events);
+        let mut local = ScanStats::default();
+        handle.seek(SeekFrom::Start(start.lo))?;
         if !self.lines(handle, parser, window, &mut collected, &mut local, field)? {
             return Ok(None);
         }
         add(stats, local);
+        Ok(Some(collected))
+    }
+
+    /// Reads `window` as two halves on two threads (the second from the line
+    /// start `split`), with positional reads of the one open file; the
+    /// halves' matches are merged in file order, as one sequential read
+    /// would have found them.
+    #[cfg(unix)]
+    fn two_halves(
+        &self,
+        handle: &File,
+        parser: &LineParser,
+        window: Window,
+        split: u64,
+        stats: &mut ScanStats,
+        field: &Arc<str>,
+    ) -> Result<Option<Collector>, ScanError> {
+        let first = Window {
+            stop: split,
+            ..window
+        };
+        let second = Window {
+            base: split,
+            skip_first: false,
+            ..window
+        };
+        let half = |window: Window| -> Result<(bool, Collector, ScanStats), ScanError> {
+            let mut collected = Collector::new(self.settings.max_raw_events);
+            let mut local = ScanStats::default();
+            let mut reader = ReadAt {
+                file: handle,
+                pos: window.base,
+            };
+            let ordered = self.lines(
+                &mut reader,
+                parser,
+                window,
+                &mut collected,
+                &mut local,
+                field,
+            )?;
+            Ok((ordered, collected, local))
+        };
+        let (early, late) = std::thread::scope(|scope| {
+            let late = scope.spawn(|| half(second));
+            let early = half(first);
+            (early, late.join())
+        });
+        let (early_ordered, mut collected, early_stats) = early?;
+        let Ok(late) = late else {
+            return Err(ScanError::Io(io::Error::other("a scan thread panicked")));
+        };
+        let (late_ordered, late_collected, late_stats) = late?;
+        if !(early_ordered && late_ordered) {
+            return Ok(None);
+        }
+        collected.absorb(late_collected);
+        add(stats, early_stats);
+        add(stats, late_stats);
         Ok(Some(collected))
     }
 
@@ -594,6 +657,44 @@ impl Search<'_> {
         take(parser.finish(), collected);
         stats.unparsed += unparsed;
         Ok(())
+    }
+}
+
+/// Windows at least this long are read as two halves in parallel when the
+/// machine has two cores or more.
+const PARALLEL_FROM: u64 = 4 * 1024 * 1024;
+
+/// The start of the first line at or after the middle of `window`, when the
+/// window is worth two threads.
+#[cfg(unix)]
+fn split_point(file: &File, window: Window) -> Result<Option<u64>, ScanError> {
+    use std::os::unix::fs::FileExt;
+    let parallel = std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
+    if !parallel || window.stop == u64::MAX || window.stop - window.base < PARALLEL_FROM {
+        return Ok(None);
+    }
+    let mid = window.base + (window.stop - window.base) / 2;
+    let mut buf = vec![0_u8; PROBE];
+    let n = file.read_at(&mut buf, mid)?;
+    Ok(memchr(b'\n', &buf[..n])
+        .map(|i| mid + i as u64 + 1)
+        .filter(|&split| split < window.stop))
+}
+
+/// Sequential reads of a shared file by position (the file's own cursor is
+/// not used, so two readers can share it).
+#[cfg(unix)]
+struct ReadAt<'f> {
+    file: &'f File,
+    pos: u64,
+}
+
+#[cfg(unix)]
+impl Read for ReadAt<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = std::os::unix::fs::FileExt::read_at(self.file, buf, self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
     }
 }
 
