@@ -696,3 +696,33 @@ fn a_large_window_read_in_two_halves_equals_a_full_scan() {
     assert_eq!(fast_stats.files_full_scan, 1, "the disorder was seen");
     assert_eq!((fast, fast_count), (slow, slow_count));
 }
+
+/// Lines longer than one read (256 KiB) are assembled across reads and
+/// found; a line longer than the buffer (2 MiB) is counted and skipped.
+#[test]
+fn long_lines_span_reads_and_overlong_lines_are_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let long = format!("pool timeout {}", "x".repeat(1 << 20));
+    let overlong = format!("pool timeout {}", "y".repeat(3 << 20));
+    let text = [
+        json_line(5, "ERROR", "pool timeout first"),
+        json_line(4, "ERROR", &long),
+        json_line(3, "ERROR", &overlong),
+        json_line(2, "ERROR", "pool timeout last"),
+    ]
+    .join("\n");
+    std::fs::write(dir.path().join("app.log"), text).unwrap();
+    let source = source(vec![(
+        LogTopic::Application,
+        topic(dir.path(), &["app.log"], LogFormat::JsonLines),
+    )]);
+    let (found, count, stats) = messages(&source, &query(LogTopic::Application, "timeout", 60));
+    assert_eq!(count, 3);
+    assert_eq!(found[0], "pool timeout first");
+    assert!(
+        found[1].starts_with("pool timeout xxx"),
+        "cut for the raw record"
+    );
+    assert_eq!(found[2], "pool timeout last");
+    assert_eq!(stats.overlong_lines, 1);
+}

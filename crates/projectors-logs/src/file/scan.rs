@@ -22,8 +22,10 @@ use super::time::TimeRule;
 use crate::{LogQuery, RawLogEvent};
 use invocation_core::json_size::escaped_prefix;
 
-/// Bytes read per `read` call.
+/// The read buffer: the longest line kept.
 const CHUNK: usize = 2 * 1024 * 1024;
+/// Bytes read per `read` call.
+const READ: usize = 256 * 1024;
 /// Bytes read around a probe of the window search.
 const PROBE: usize = 64 * 1024;
 /// Bytes of one event's message kept in the raw record (JSON-escaped).
@@ -757,7 +759,9 @@ fn read_chunks(
             return Ok(());
         }
         // Never past `stop` (a line start: the bytes before it end a line).
-        let room = buf.len() - filled;
+        // Reads of at most READ bytes, processed while they are in the CPU's
+        // cache; the buffer (CHUNK) still bounds the longest line.
+        let room = (buf.len() - filled).min(READ);
         let want = if window.stop == u64::MAX {
             room
         } else {
