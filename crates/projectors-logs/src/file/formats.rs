@@ -396,25 +396,30 @@ enum Quick<'a> {
 /// only validated.
 struct QuickSeed<'k>(&'k Keys);
 
+/// Room for every distinct key of [`Keys`]: the defaults are 4 + 3 + 2, a
+/// configured key replaces a list.
+const MAX_KEYS: usize = 9;
+
+type Slots<'de> = [Option<Scalar<'de>>; MAX_KEYS];
+
 impl<'de> DeserializeSeed<'de> for QuickSeed<'_> {
-    type Value = Vec<Option<Scalar<'de>>>;
+    type Value = Slots<'de>;
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         deserializer.deserialize_map(self)
     }
 }
 
 impl<'de> Visitor<'de> for QuickSeed<'_> {
-    type Value = Vec<Option<Scalar<'de>>>;
+    type Value = Slots<'de>;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a JSON object")
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut slots: Vec<Option<Scalar<'de>>> = Vec::new();
-        slots.resize_with(self.0.names.len(), || None);
+        let mut slots = Slots::default();
         while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
             match self.0.names.iter().position(|n| *n == *key) {
-                Some(i) => slots[i] = Some(map.next_value::<Scalar<'de>>()?),
-                None => {
+                Some(i) if i < MAX_KEYS => slots[i] = Some(map.next_value::<Scalar<'de>>()?),
+                _ => {
                     map.next_value::<Valid>()?;
                 }
             }
@@ -428,7 +433,13 @@ impl<'de> Visitor<'de> for QuickSeed<'_> {
 /// time not read again as the level, …); `None` when the line is not a JSON
 /// object or has no time key.
 fn quick_json<'a>(line: &'a [u8], keys: &Keys) -> Option<Quick<'a>> {
-    let mut de = serde_json::Deserializer::from_slice(line);
+    if keys.names.len() > MAX_KEYS {
+        return Some(Quick::Full);
+    }
+    // JSON text is UTF-8 (`from_slice` refuses a line that is not): checked
+    // once here rather than string by string.
+    let text = std::str::from_utf8(line).ok()?;
+    let mut de = serde_json::Deserializer::from_str(text);
     let mut slots = QuickSeed(keys).deserialize(&mut de).ok()?;
     de.end().ok()?;
     let time_at = *keys.time_at.iter().find(|&&i| slots[i].is_some())?;

@@ -747,7 +747,8 @@ fn read_chunks(
     stats: &mut ScanStats,
     mut f: impl FnMut(&[u8], u64, &mut ScanStats),
 ) -> Result<(), ScanError> {
-    let mut buf = vec![0_u8; CHUNK];
+    // Grown up to CHUNK only for a line longer than the reads so far.
+    let mut buf = vec![0_u8; 2 * READ];
     let mut filled = 0_usize;
     // Offset in the file of buf[0].
     let mut base = window.base;
@@ -781,6 +782,10 @@ fn read_chunks(
         } else {
             match memrchr(b'\n', &buf[..filled]) {
                 Some(i) => i + 1,
+                None if filled == buf.len() && buf.len() < CHUNK => {
+                    buf.resize((2 * buf.len()).min(CHUNK), 0);
+                    continue;
+                }
                 None if filled == buf.len() => {
                     // One line fills the buffer: drop it up to its end.
                     if !skipping {
