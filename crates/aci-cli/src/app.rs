@@ -123,15 +123,14 @@ impl App {
 /// `query_logs` over the configured files, or over the mock without `[logs]` topics.
 fn logs_tool(
     config: &Config,
-) -> Result<
-    invocation_core::ToolSpec<projectors_logs::LogExecutor, projectors_logs::LogProjector>,
-    CliError,
-> {
-    if !config.logs.is_configured() {
-        return Ok(query_logs_tool(MockLogSource::new()));
-    }
-    let source =
-        FileLogSource::new(&config.logs).map_err(|e| CliError::config(format!("logs: {e}")))?;
+) -> Result<projectors_logs::QueryLogsTool<Arc<dyn projectors_logs::LogSource>>, CliError> {
+    let source: Arc<dyn projectors_logs::LogSource> = if config.logs.is_configured() {
+        Arc::new(
+            FileLogSource::new(&config.logs).map_err(|e| CliError::config(format!("logs: {e}")))?,
+        )
+    } else {
+        Arc::new(MockLogSource::new())
+    };
     Ok(query_logs_tool(source))
 }
 

@@ -1,7 +1,5 @@
 //! The executor adapter: resolves the logical window and asks the [`LogSource`].
 
-use std::sync::Arc;
-
 use aci_contracts::{
     LogTopic, MAX_LOOKBACK_MINUTES, MIN_LOOKBACK_MINUTES, QueryLogsRequest, SourceKind, Timestamp,
 };
@@ -40,22 +38,23 @@ pub struct RawLogResponse {
     pub stats: Option<ScanStats>,
 }
 
-/// Runs `query_logs` requests against a [`LogSource`].
+/// The `query_logs` executor: resolves the window from the boundary clock
+/// and asks a [`LogSource`]; the source's error converts with `?` (category
+/// and retryability kept).
 #[derive(Debug, Clone)]
-pub struct LogExecutor {
-    source: Arc<dyn LogSource>,
+pub struct LogExecutor<S> {
+    source: S,
 }
 
-impl LogExecutor {
+impl<S: LogSource> LogExecutor<S> {
     /// An executor over `source`.
-    #[must_use]
-    pub fn new(source: Arc<dyn LogSource>) -> Self {
+    pub const fn new(source: S) -> Self {
         Self { source }
     }
 
     /// The source.
     #[must_use]
-    pub fn source(&self) -> &Arc<dyn LogSource> {
+    pub const fn source(&self) -> &S {
         &self.source
     }
 }
@@ -70,7 +69,7 @@ pub fn resolve_window(now: Timestamp, lookback_minutes: u32) -> (Timestamp, Time
 }
 
 #[async_trait]
-impl Executor for LogExecutor {
+impl<S: LogSource> Executor for LogExecutor<S> {
     type Request = QueryLogsRequest;
     type Raw = RawLogResponse;
 
@@ -92,11 +91,7 @@ impl Executor for LogExecutor {
             start: start_time,
             end: end_time,
         };
-        let matches = self
-            .source
-            .query(&query)
-            .await
-            .map_err(ExecutionError::from)?;
+        let matches = self.source.query(&query).await?;
         Ok(RawLogResponse {
             source_kind: self.source.source_kind(),
             topic: query.topic,

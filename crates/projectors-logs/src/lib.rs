@@ -19,10 +19,20 @@
 //!   byte-bounded messages; `match_count`, `returned_count` and `truncated`.
 //!   With the default [`LogBounds`] the largest possible result fits the
 //!   default agent result limit (16 KiB).
+//! - [`LogSource`] is the port; its error [`LogSourceError`] carries the
+//!   agent-safe category (`EXECUTION_FAILED`, `EXECUTION_TIMEOUT`,
+//!   `DATA_SOURCE_UNKNOWN`, `QUERY_REJECTED`) and whether it is retryable,
+//!   as data, and converts into the boundary's
+//!   [`ExecutionError`](invocation_core::ExecutionError) by the one blanket
+//!   `From` of [`SourceError`](invocation_core::SourceError).
+//! - [`MockLogSource`] (the embedded default) and [`FileLogSource`] (log
+//!   files per topic, `[logs]`) implement it.
 //! - [`query_logs_scope`] decides what counts as the same scope.
 //!
-//! Use [`query_logs_tool`] to register the tool with a
-//! [`ToolBoundary`](invocation_core::ToolBoundary).
+//! Use [`query_logs_tool`] (default bounds) or [`query_logs_tool_with`]
+//! (other [`LogBounds`], refused when invalid) to register the tool with a
+//! [`ToolBoundary`](invocation_core::ToolBoundary); both return the alias
+//! [`QueryLogsTool<S>`].
 
 mod error;
 mod executor;
@@ -33,10 +43,9 @@ mod projector;
 mod scope;
 mod source;
 
-use std::sync::Arc;
-
 use aci_contracts::{QueryLogsRequest, ToolName};
 use invocation_core::ToolSpec;
+use invocation_core::bounds::InvalidBounds;
 
 pub use error::{Error, Result};
 pub use executor::{LogExecutor, RawLogResponse, resolve_window};
@@ -44,7 +53,7 @@ pub use file::{FileLogSource, LogFormat, LogsConfig, ScanStats, TopicConfig};
 pub use mock::MockLogSource;
 pub use projector::{LogBounds, LogProjector, SOURCE_KIND_SLACK_BYTES};
 pub use scope::{lowercase_collapsed_query, query_logs_scope};
-pub use source::{LogMatches, LogQuery, LogSource, RawLogEvent};
+pub use source::{LogMatches, LogQuery, LogSource, LogSourceError, RawLogEvent};
 
 /// Longest query, in JSON-escaped UTF-8 bytes, that the projector budgets for
 /// the echo in `scope.query`: the contract's bound
@@ -64,18 +73,30 @@ pub fn request_is_valid(request: &QueryLogsRequest) -> bool {
         && invocation_core::json_size::escaped_len(&request.query) <= MAX_QUERY_BYTES
 }
 
-/// The frozen `query_logs` tool over `source`, with the default bounds.
-pub fn query_logs_tool(source: impl LogSource) -> ToolSpec<LogExecutor, LogProjector> {
-    query_logs_tool_with(Arc::new(source), LogProjector::default())
+/// The `query_logs` tool over the source `S`, as the boundary registers it.
+pub type QueryLogsTool<S> = ToolSpec<LogExecutor<S>, LogProjector>;
+
+/// The frozen `query_logs` tool over `source`, with the default
+/// [`LogBounds`]: the frozen name and description, read-only,
+/// [`request_is_valid`] as its validation and [`query_logs_scope`] as its
+/// scope normalizer.
+pub fn query_logs_tool<S: LogSource>(source: S) -> QueryLogsTool<S> {
+    tool(source, LogProjector::default())
 }
 
-/// The frozen `query_logs` tool over a shared `source` with `projector`:
-/// the frozen name and description, read-only, [`request_is_valid`] as its
-/// validation and [`query_logs_scope`] as its scope normalizer.
-pub fn query_logs_tool_with(
-    source: Arc<dyn LogSource>,
-    projector: LogProjector,
-) -> ToolSpec<LogExecutor, LogProjector> {
+/// The frozen `query_logs` tool over `source` with `bounds`.
+///
+/// # Errors
+/// [`InvalidBounds`] when a bound is below its minimum: refused, never
+/// clamped.
+pub fn query_logs_tool_with<S: LogSource>(
+    source: S,
+    bounds: LogBounds,
+) -> Result<QueryLogsTool<S>, InvalidBounds> {
+    Ok(tool(source, LogProjector::new(bounds)?))
+}
+
+fn tool<S: LogSource>(source: S, projector: LogProjector) -> QueryLogsTool<S> {
     ToolSpec::frozen(ToolName::QueryLogs, LogExecutor::new(source), projector)
         .validate_with(request_is_valid)
         .scope_with(query_logs_scope)

@@ -42,7 +42,8 @@ use aci_contracts::{LogTopic, SourceKind, Timestamp};
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::{LogMatches, LogQuery, LogSource, RawLogEvent, Result};
+use crate::file::matcher::Matcher;
+use crate::{LogMatches, LogQuery, LogSource, LogSourceError, RawLogEvent};
 
 /// A deterministic log source for tests, demos and the mock deployment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,20 +114,14 @@ impl LogSource for MockLogSource {
         SourceKind::Mock
     }
 
-    async fn query(&self, query: &LogQuery) -> Result<LogMatches> {
-        let words: Vec<String> = query
-            .query
-            .split_whitespace()
-            .map(str::to_lowercase)
-            .collect();
+    async fn query(&self, query: &LogQuery) -> Result<LogMatches, LogSourceError> {
+        // The file source's matching rule (every word, Unicode lowercase).
+        let matcher = Matcher::new(&query.query, None);
         let anchor = self.anchor.unwrap_or(query.end);
         let mut events: Vec<RawLogEvent> = Self::data_set(query.topic, anchor)
             .into_iter()
             .filter(|e| query.start <= e.timestamp && e.timestamp <= query.end)
-            .filter(|e| {
-                let message = e.message.to_lowercase();
-                words.iter().all(|w| message.contains(w.as_str()))
-            })
+            .filter(|e| matcher.matches(&e.message))
             .collect();
         let match_count = events.len() as u64;
         let excess = events.len().saturating_sub(self.max_raw_events);
@@ -708,7 +703,9 @@ mod tests {
         block_on(source.query(&query))
     }
 
-    fn block_on<F: std::future::Future<Output = Result<LogMatches>>>(f: F) -> LogMatches {
+    fn block_on<F: std::future::Future<Output = Result<LogMatches, LogSourceError>>>(
+        f: F,
+    ) -> LogMatches {
         tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap()

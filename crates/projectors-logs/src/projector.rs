@@ -7,6 +7,7 @@ use aci_contracts::{
     MIN_LOOKBACK_MINUTES, QueryLogsRequest, QueryLogsResult, ReadyEvidenceStatus, SourceKind,
     Timestamp, ToolCallId,
 };
+use invocation_core::bounds::{InvalidBounds, MIN_TEXT_BYTES, ProjectionBounds, at_least};
 use invocation_core::{ProjectionContext, ProjectionError, Projector};
 
 use crate::mask::mask_into;
@@ -45,28 +46,9 @@ impl LogBounds {
         max_pattern_bytes: 300,
     };
 
-    /// Smallest accepted text bound: room for any one character, escaped.
-    pub const MIN_TEXT_BYTES: usize = 6;
-
-    /// Checks that every bound can hold something.
-    ///
-    /// # Errors
-    /// [`Error::InvalidBounds`] naming the first bound that is too small.
-    pub const fn check(&self) -> Result<()> {
-        if self.max_events == 0 {
-            return Err(Error::InvalidBounds("max_events must be at least 1"));
-        }
-        if self.max_patterns == 0 {
-            return Err(Error::InvalidBounds("max_patterns must be at least 1"));
-        }
-        if self.max_message_bytes < Self::MIN_TEXT_BYTES {
-            return Err(Error::InvalidBounds("max_message_bytes must be at least 6"));
-        }
-        if self.max_pattern_bytes < Self::MIN_TEXT_BYTES {
-            return Err(Error::InvalidBounds("max_pattern_bytes must be at least 6"));
-        }
-        Ok(())
-    }
+    /// Smallest accepted text bound: room for any one character, escaped
+    /// ([`invocation_core::bounds::MIN_TEXT_BYTES`]).
+    pub const MIN_TEXT_BYTES: usize = MIN_TEXT_BYTES;
 
     /// The largest serialized `QueryLogsResult` these bounds allow, in bytes:
     /// a 128-byte tool call id, the longest topic and status names, a query
@@ -137,6 +119,18 @@ impl Default for LogBounds {
     }
 }
 
+impl ProjectionBounds for LogBounds {
+    /// `max_events` and `max_patterns` at least 1, `max_message_bytes` and
+    /// `max_pattern_bytes` at least [`MIN_TEXT_BYTES`] (6). Bounds below are
+    /// refused, never raised silently.
+    fn validate(&self) -> std::result::Result<(), InvalidBounds> {
+        at_least("max_events", self.max_events, 1)?;
+        at_least("max_patterns", self.max_patterns, 1)?;
+        at_least("max_message_bytes", self.max_message_bytes, MIN_TEXT_BYTES)?;
+        at_least("max_pattern_bytes", self.max_pattern_bytes, MIN_TEXT_BYTES)
+    }
+}
+
 /// Projects a [`RawLogResponse`] into a bounded [`QueryLogsResult`].
 ///
 /// Pure and deterministic: the same raw response and bounds always give the
@@ -199,10 +193,12 @@ impl LogProjector {
     /// A projector with `bounds`.
     ///
     /// # Errors
-    /// [`Error::InvalidBounds`] when a bound cannot hold anything.
-    pub fn new(bounds: LogBounds) -> Result<Self> {
-        bounds.check()?;
-        Ok(Self { bounds })
+    /// [`InvalidBounds`] when a bound is below its minimum (see
+    /// [`LogBounds`]' [`ProjectionBounds::validate`]): refused, not clamped.
+    pub fn new(bounds: LogBounds) -> std::result::Result<Self, InvalidBounds> {
+        Ok(Self {
+            bounds: bounds.validated()?,
+        })
     }
 
     /// The bounds.

@@ -16,20 +16,19 @@
 //! although the window moved.
 
 use aci_contracts::QueryLogsRequest;
+use invocation_core::whitespace::collapse_whitespace;
 use serde_json::{Value, json};
 
 /// The query as it counts for the scope: trimmed, inner whitespace collapsed
 /// to one space, lowercased.
 #[must_use]
 pub fn lowercase_collapsed_query(query: &str) -> String {
-    let mut out = String::with_capacity(query.len());
-    for word in query.split_whitespace() {
-        if !out.is_empty() {
-            out.push(' ');
-        }
-        out.extend(word.chars().flat_map(char::to_lowercase));
-    }
-    out
+    // Per character: `str::to_lowercase` would also apply the final-sigma
+    // rule, which would change existing fingerprints.
+    collapse_whitespace(query)
+        .chars()
+        .flat_map(char::to_lowercase)
+        .collect()
 }
 
 /// The scope normalizer of `query_logs`:

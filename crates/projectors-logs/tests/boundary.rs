@@ -13,7 +13,7 @@ use invocation_core::{
     BoundaryOutcome, Clock, InvocationKey, ManualClock, ModelObservation, RecordFields, RunContext,
     ToolBoundary, ToolEnvelope,
 };
-use projectors_logs::{LogSource, MockLogSource, query_logs_tool};
+use projectors_logs::{LogSource, LogSourceError, MockLogSource, query_logs_tool};
 use serde_json::{Value, json};
 use store_memory::MemoryStore;
 
@@ -278,8 +278,11 @@ async fn the_window_follows_the_boundary_clock() {
 
 /// A source that always fails, with a secret in its driver error.
 #[derive(Debug)]
-struct FailingSource {
-    reject: bool,
+enum FailingSource {
+    Reject,
+    Transient,
+    Permanent,
+    Unknown,
 }
 
 #[async_trait::async_trait]
@@ -291,25 +294,26 @@ impl LogSource for FailingSource {
     async fn query(
         &self,
         _query: &projectors_logs::LogQuery,
-    ) -> projectors_logs::Result<projectors_logs::LogMatches> {
-        if self.reject {
-            Err(projectors_logs::Error::QueryRejected)
-        } else {
-            Err(projectors_logs::Error::unavailable(
-                true,
-                "connect https://svc:hunter2@logs.internal failed",
-            ))
-        }
+    ) -> Result<projectors_logs::LogMatches, LogSourceError> {
+        let secret = "connect https://svc:hunter2@logs.internal failed";
+        Err(match self {
+            Self::Reject => LogSourceError::query_rejected(),
+            Self::Transient => LogSourceError::transient(secret),
+            Self::Permanent => LogSourceError::permanent(secret),
+            Self::Unknown => LogSourceError::topic_not_configured(),
+        })
     }
 }
 
 #[tokio::test]
 async fn source_failures_map_to_safe_codes() {
-    for (reject, code) in [
-        (false, ErrorCode::ExecutionFailed),
-        (true, ErrorCode::QueryRejected),
+    for (source, code) in [
+        (FailingSource::Transient, ErrorCode::ExecutionFailed),
+        (FailingSource::Permanent, ErrorCode::ExecutionFailed),
+        (FailingSource::Reject, ErrorCode::QueryRejected),
+        (FailingSource::Unknown, ErrorCode::DataSourceUnknown),
     ] {
-        let mut h = Harness::new(FailingSource { reject });
+        let mut h = Harness::new(source);
         let outcome = h
             .call(json!({"topic": "APPLICATION", "query": "timeout"}))
             .await;
@@ -319,5 +323,43 @@ async fn source_failures_map_to_safe_codes() {
             !shown.contains("hunter2") && !shown.contains("logs.internal"),
             "{shown}"
         );
+    }
+}
+
+/// What the boundary receives from the tool's executor keeps the source's
+/// retryability: a permanent failure is not turned into a transient
+/// `EXECUTION_FAILED` on the way.
+#[tokio::test]
+async fn the_executor_keeps_the_sources_retryability() {
+    use invocation_core::{ExecutionContext, ExecutionErrorKind, Executor};
+    let context = ExecutionContext {
+        run_id: RunId::new("run-retry").unwrap(),
+        tool_call_id: aci_contracts::ToolCallId::new("call-retry").unwrap(),
+        now: Timestamp::from_unix_millis(common::NOW_MILLIS),
+        deadline: None,
+    };
+    let request = common::request(aci_contracts::LogTopic::Application, "timeout", None);
+    for (source, kind, retryable) in [
+        (FailingSource::Transient, ExecutionErrorKind::Failed, true),
+        (FailingSource::Permanent, ExecutionErrorKind::Failed, false),
+        (
+            FailingSource::Reject,
+            ExecutionErrorKind::QueryRejected,
+            false,
+        ),
+        (
+            FailingSource::Unknown,
+            ExecutionErrorKind::DataSourceUnknown,
+            false,
+        ),
+    ] {
+        let error = projectors_logs::LogExecutor::new(source)
+            .execute(&request, &context)
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), kind);
+        assert_eq!(error.retryable(), retryable, "{kind:?}");
+        let shown = format!("{error} {error:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
     }
 }

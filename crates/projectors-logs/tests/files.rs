@@ -444,6 +444,16 @@ async fn errors_are_errors_never_no_evidence() {
     )
     .await;
     assert_eq!(code(&missing), ErrorCode::ExecutionFailed);
+    // Permanent (the deployment must fix its configuration), and still
+    // permanent in the execution error the boundary receives.
+    let error = source
+        .query(&query(LogTopic::DatabaseSlowQuery, "x", 60))
+        .await
+        .unwrap_err();
+    assert!(!invocation_core::SourceError::retryable(&error));
+    let execution = invocation_core::ExecutionError::from(error);
+    assert_eq!(execution.error_code(), ErrorCode::ExecutionFailed);
+    assert!(!execution.retryable());
     let text = missing.observation.to_json().to_string();
     assert!(
         !text.contains("slow.log") && !text.contains(dir.path().to_str().unwrap()),
@@ -483,7 +493,7 @@ fn invalid_configurations_are_refused() {
         ),
         (
             TopicConfig {
-                time_zone: Some("Europe/Paris".into()),
+                time_zone: Some("Mars/Olympus_Mons".into()),
                 ..topic(dir, &["a"], LogFormat::JsonLines)
             },
             "time_zone",
@@ -539,4 +549,180 @@ async fn the_tool_timeout_cuts_a_long_scan_off() {
     )
     .await;
     assert_eq!(code(&outcome), ErrorCode::ExecutionTimeout);
+}
+
+/// Named zones read local times with their daylight-saving rules (the tz
+/// database compiled in): around Europe/Berlin's changes of 2026, a local
+/// time in the repeated hour is its earlier instant, one in the skipped hour
+/// does not exist and is counted as unparsed.
+#[test]
+fn named_time_zones_for_syslog_and_the_slow_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("syslog"),
+        "<11>Mar 29 01:59:00 node-3 app[1]: disk full before the change\n\
+         <11>Mar 29 02:30:00 node-3 app[1]: disk full in the gap\n\
+         <11>Mar 29 03:01:00 node-3 app[1]: disk full after the change\n\
+         <11>Oct 25 02:30:00 node-3 app[1]: disk full in the overlap\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("slow.log"),
+        "# Time: 261025  2:30:00\n\
+         # User@Host: app[app] @ localhost []\n\
+         # Query_time: 1.5  Lock_time: 0.0  Rows_sent: 1  Rows_examined: 10\n\
+         SELECT * FROM orders WHERE id = 1;\n\
+         # Time: 260329  2:30:00\n\
+         # User@Host: app[app] @ localhost []\n\
+         # Query_time: 1.5  Lock_time: 0.0  Rows_sent: 1  Rows_examined: 10\n\
+         SELECT * FROM orders WHERE id = 2;\n",
+    )
+    .unwrap();
+    let berlin = |files: &[&str], format| TopicConfig {
+        time_zone: Some("Europe/Berlin".into()),
+        ..topic(d, files, format)
+    };
+    let source = source(vec![
+        (
+            LogTopic::SystemEvents,
+            berlin(&["syslog"], LogFormat::Syslog),
+        ),
+        (
+            LogTopic::DatabaseSlowQuery,
+            berlin(&["slow.log"], LogFormat::MysqlSlow),
+        ),
+    ]);
+    let window = |topic, start: &str, end: &str, words: &str| LogQuery {
+        topic,
+        query: words.to_owned(),
+        start: Timestamp::parse(start).unwrap(),
+        end: Timestamp::parse(end).unwrap(),
+    };
+    let spring = window(
+        LogTopic::SystemEvents,
+        "2026-03-29T00:00:00Z",
+        "2026-03-29T02:00:00Z",
+        "disk",
+    );
+    let (matches, stats) = source.query_blocking(&spring).unwrap();
+    let found: Vec<(String, &str)> = matches
+        .events
+        .iter()
+        .map(|e| (e.timestamp.to_string(), e.message.as_str()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (
+                "2026-03-29T00:59:00.000Z".to_owned(),
+                "disk full before the change"
+            ),
+            (
+                "2026-03-29T01:01:00.000Z".to_owned(),
+                "disk full after the change"
+            ),
+        ]
+    );
+    assert_eq!(stats.unparsed, 1, "the local time in the gap");
+    let autumn = window(
+        LogTopic::SystemEvents,
+        "2026-10-25T00:00:00Z",
+        "2026-10-25T02:00:00Z",
+        "disk",
+    );
+    let (matches, _) = source.query_blocking(&autumn).unwrap();
+    assert_eq!(matches.events.len(), 1);
+    assert_eq!(
+        matches.events[0].timestamp,
+        Timestamp::parse("2026-10-25T00:30:00Z").unwrap(),
+        "the earlier of the two instants"
+    );
+    let slow = window(
+        LogTopic::DatabaseSlowQuery,
+        "2026-03-01T00:00:00Z",
+        "2026-10-31T00:00:00Z",
+        "orders",
+    );
+    let (matches, stats) = source.query_blocking(&slow).unwrap();
+    assert_eq!(matches.events.len(), 1);
+    assert_eq!(
+        matches.events[0].timestamp,
+        Timestamp::parse("2026-10-25T00:30:00Z").unwrap()
+    );
+    assert_eq!(stats.unparsed, 1, "the slow log entry in the gap");
+}
+
+/// A window of several MiB is read as two halves in parallel: the same
+/// matches, in the same order, as one sequential read, and a disorder in the
+/// second half still falls back to reading the file whole.
+#[test]
+fn a_large_window_read_in_two_halves_equals_a_full_scan() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("app.log");
+    let all = ordered_file(&path, 120_000, 1_000);
+    let seeking = source(vec![(
+        LogTopic::Application,
+        topic(dir.path(), &["app.log"], LogFormat::JsonLines),
+    )]);
+    let reading = seeking.clone().with_seek_threshold(u64::MAX);
+    for (words, lookback) in [("timeout", 1440), ("request", 1440), ("timeout", 1200)] {
+        let q = query(LogTopic::Application, words, lookback);
+        let expected = all
+            .iter()
+            .filter(|(ts, m)| *ts >= q.start.unix_millis() && m.contains(words))
+            .count() as u64;
+        let (fast, fast_count, fast_stats) = messages(&seeking, &q);
+        let (slow, slow_count, _) = messages(&reading, &q);
+        assert_eq!(fast_count, expected, "{words} {lookback}");
+        assert_eq!((fast, fast_count), (slow, slow_count), "{words} {lookback}");
+        assert_eq!(fast_stats.files_full_scan, 0);
+        assert!(fast_stats.bytes_read > 4 << 20, "{}", fast_stats.bytes_read);
+    }
+    // Old lines written late in the window (in its second half).
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    let late = text.len() * 7 / 8;
+    let cut = late + text[late..].find('\n').unwrap() + 1;
+    let mut old = String::new();
+    for _ in 0..500 {
+        old.push_str(&json_line(1400, "INFO", "old pool timeout"));
+        old.push('\n');
+    }
+    text.insert_str(cut, &old);
+    std::fs::write(&path, text).unwrap();
+    let q = query(LogTopic::Application, "timeout", 1440);
+    let (fast, fast_count, fast_stats) = messages(&seeking, &q);
+    let (slow, slow_count, _) = messages(&reading, &q);
+    assert_eq!(fast_stats.files_full_scan, 1, "the disorder was seen");
+    assert_eq!((fast, fast_count), (slow, slow_count));
+}
+
+/// Lines longer than one read (256 KiB) are assembled across reads and
+/// found; a line longer than the buffer (2 MiB) is counted and skipped.
+#[test]
+fn long_lines_span_reads_and_overlong_lines_are_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let long = format!("pool timeout {}", "x".repeat(1 << 20));
+    let overlong = format!("pool timeout {}", "y".repeat(3 << 20));
+    let text = [
+        json_line(5, "ERROR", "pool timeout first"),
+        json_line(4, "ERROR", &long),
+        json_line(3, "ERROR", &overlong),
+        json_line(2, "ERROR", "pool timeout last"),
+    ]
+    .join("\n");
+    std::fs::write(dir.path().join("app.log"), text).unwrap();
+    let source = source(vec![(
+        LogTopic::Application,
+        topic(dir.path(), &["app.log"], LogFormat::JsonLines),
+    )]);
+    let (found, count, stats) = messages(&source, &query(LogTopic::Application, "timeout", 60));
+    assert_eq!(count, 3);
+    assert_eq!(found[0], "pool timeout first");
+    assert!(
+        found[1].starts_with("pool timeout xxx"),
+        "cut for the raw record"
+    );
+    assert_eq!(found[2], "pool timeout last");
+    assert_eq!(stats.overlong_lines, 1);
 }

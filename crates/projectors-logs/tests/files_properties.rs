@@ -15,14 +15,8 @@ use proptest::prelude::*;
 use serde_json::json;
 
 fn config() -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(32);
-    ProptestConfig {
-        cases,
-        ..ProptestConfig::default()
-    }
+    // Each case writes and searches files: half the usual count.
+    testkit::proptest_config_with_default(32)
 }
 
 const WORDS: [&str; 8] = [

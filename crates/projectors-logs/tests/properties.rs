@@ -16,14 +16,7 @@ use proptest::prelude::*;
 use serde_json::Value;
 
 fn config() -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(64);
-    ProptestConfig {
-        cases,
-        ..ProptestConfig::default()
-    }
+    testkit::proptest_config()
 }
 
 /// Any text, weighted towards what breaks things: control characters,

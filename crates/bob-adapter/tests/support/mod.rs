@@ -70,7 +70,7 @@ impl LogSource for CountingLogs {
     fn source_kind(&self) -> SourceKind {
         self.inner.source_kind()
     }
-    async fn query(&self, query: &LogQuery) -> projectors_logs::Result<LogMatches> {
+    async fn query(&self, query: &LogQuery) -> Result<LogMatches, projectors_logs::LogSourceError> {
         self.counts.logs.fetch_add(1, Ordering::SeqCst);
         self.inner.query(query).await
     }

@@ -8,19 +8,11 @@ use serde::Deserialize;
 
 /// The `[logs]` configuration section.
 ///
-/// ```toml
-/// [logs]
-/// max_raw_events = 200            # most recent matches kept per call
-/// [logs.topics.APPLICATION]
-/// dir = "/var/log/order-service"  # every file must be inside this directory
-/// files = ["app.log*"]            # file-name globs inside `dir` (rotated, .gz)
-/// format = "json_lines"           # json_lines | logfmt | syslog | mysql_slow
-/// time_key = "ts"                 # json_lines/logfmt: default timestamp|time|ts|@timestamp
-/// level_key = "level"             # default level|severity|lvl
-/// message_key = "msg"             # default message|msg
-/// timestamp = "rfc3339"           # rfc3339 | epoch_seconds | epoch_millis | a strftime layout
-/// time_zone = "+02:00"            # for times without an offset: UTC (default) or ±HH:MM
-/// ```
+/// Keys: `max_raw_events`, and per topic (`[logs.topics.<TOPIC>]`) `dir`,
+/// `files`, `format`, `time_key`, `level_key`, `message_key`, `timestamp`,
+/// `time_zone`. The one example of every key is the README's
+/// "Configuration" section (a test parses it); docs/projectors.md describes
+/// each format and the timestamp rules.
 ///
 /// With no topic configured the embedded mock stays the log source. Unknown
 /// keys are refused.
@@ -72,7 +64,12 @@ pub struct TopicConfig {
     #[serde(default)]
     pub timestamp: Option<String>,
     /// The zone of times written without an offset (layouts without `%z`,
-    /// RFC 3164 syslog, MariaDB's `# Time: YYMMDD`): `UTC` or `±HH:MM`.
+    /// RFC 3164 syslog, MariaDB's `# Time: YYMMDD`): `UTC` (the default),
+    /// `±HH:MM`, or an IANA zone name (`Europe/Berlin`, `America/New_York`;
+    /// the tz database is compiled in). In a named zone, a local time in the
+    /// repeated hour of a fall-back change is the earlier instant, and one in
+    /// the skipped hour of a spring-forward change does not parse (counted in
+    /// `stats.unparsed`).
     #[serde(default)]
     pub time_zone: Option<String>,
 }

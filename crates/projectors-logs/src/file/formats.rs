@@ -4,9 +4,13 @@
 //! A line that is not of its format, or has no time this file's rule can
 //! read, is `None` (the scan counts it). Nothing here panics on any input.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::fmt;
 
 use aci_contracts::Timestamp;
+use serde::Deserialize;
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use super::time::{TimeRule, parse_bsd, parse_rfc3339};
@@ -22,6 +26,12 @@ pub(crate) struct Keys {
     pub(crate) time: Vec<String>,
     pub(crate) level: Vec<String>,
     pub(crate) message: Vec<String>,
+    /// Every distinct key of the three lists (for the quick JSON scan).
+    names: Vec<String>,
+    /// Positions in `names` of `time`, `level` and `message`.
+    time_at: Vec<usize>,
+    level_at: Vec<usize>,
+    message_at: Vec<usize>,
 }
 
 impl Keys {
@@ -33,10 +43,29 @@ impl Keys {
                 |k| vec![k.to_owned()],
             )
         }
+        let time = keys(time, &["timestamp", "time", "ts", "@timestamp"]);
+        let level = keys(level, &["level", "severity", "lvl"]);
+        let message = keys(message, &["message", "msg"]);
+        let mut names: Vec<String> = Vec::new();
+        let mut at = |list: &[String]| -> Vec<usize> {
+            list.iter()
+                .map(|key| {
+                    names.iter().position(|n| n == key).unwrap_or_else(|| {
+                        names.push(key.clone());
+                        names.len() - 1
+                    })
+                })
+                .collect()
+        };
+        let (time_at, level_at, message_at) = (at(&time), at(&level), at(&message));
         Self {
-            time: keys(time, &["timestamp", "time", "ts", "@timestamp"]),
-            level: keys(level, &["level", "severity", "lvl"]),
-            message: keys(message, &["message", "msg"]),
+            time,
+            level,
+            message,
+            names,
+            time_at,
+            level_at,
+            message_at,
         }
     }
 }
@@ -127,6 +156,30 @@ impl LineParser {
         }
     }
 
+    /// What the scan needs of a line: for JSON lines only its time and
+    /// message (the event is built from the line again, by [`parse`], only
+    /// when it is kept); for the other formats the event. `None` exactly
+    /// when [`parse`] gives `None`.
+    ///
+    /// [`parse`]: Self::parse
+    pub(crate) fn scan<'a>(&self, line: &'a [u8], reference: Timestamp) -> Option<Scanned<'a>> {
+        let LineFormat::Json(keys) = &self.format else {
+            return self.parse(line, reference).map(Scanned::Event);
+        };
+        match quick_json(line, keys)? {
+            Quick::Found { time, message } => {
+                let timestamp = match time {
+                    Scalar::Str(text) => self.time.parse_text(&text)?,
+                    Scalar::Number(n) => self.time.parse_number(n)?,
+                    Scalar::Null | Scalar::Other => return None,
+                };
+                Some(Scanned::Lazy { timestamp, message })
+            }
+            // A message that is not a string: its text is the JSON of the value.
+            Quick::Full => self.json(line, keys).map(Scanned::Event),
+        }
+    }
+
     fn json(&self, line: &[u8], keys: &Keys) -> Option<RawLogEvent> {
         let mut object: Map<String, Value> = serde_json::from_slice(line).ok()?;
         let time_key = keys.time.iter().find(|k| object.contains_key(k.as_str()))?;
@@ -185,6 +238,228 @@ impl LineParser {
             fields: fields.into_map(),
         })
     }
+}
+
+/// What [`LineParser::scan`] found in a line.
+pub(crate) enum Scanned<'a> {
+    /// A JSON line's time and message; the event is parsed from the line
+    /// only if it is kept.
+    Lazy {
+        timestamp: Timestamp,
+        message: Cow<'a, str>,
+    },
+    /// The whole event.
+    Event(RawLogEvent),
+}
+
+impl Scanned<'_> {
+    pub(crate) const fn timestamp(&self) -> Timestamp {
+        match self {
+            Self::Lazy { timestamp, .. } => *timestamp,
+            Self::Event(event) => event.timestamp,
+        }
+    }
+}
+
+/// A value of one of the time, level or message keys, as the quick scan
+/// reads it.
+enum Scalar<'a> {
+    Str(Cow<'a, str>),
+    Number(f64),
+    Null,
+    /// A boolean, array or object.
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Scalar<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ScalarVisitor;
+        impl<'de> Visitor<'de> for ScalarVisitor {
+            type Value = Scalar<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Scalar<'de>, E> {
+                Ok(Scalar::Other)
+            }
+            // As `serde_json::Number::as_f64`.
+            #[allow(clippy::cast_precision_loss)]
+            fn visit_i64<E>(self, v: i64) -> Result<Scalar<'de>, E> {
+                Ok(Scalar::Number(v as f64))
+            }
+            #[allow(clippy::cast_precision_loss)]
+            fn visit_u64<E>(self, v: u64) -> Result<Scalar<'de>, E> {
+                Ok(Scalar::Number(v as f64))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Scalar<'de>, E> {
+                Ok(Scalar::Number(v))
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Scalar<'de>, E> {
+                Ok(Scalar::Str(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Scalar<'de>, E> {
+                Ok(Scalar::Str(Cow::Owned(v.to_owned())))
+            }
+            fn visit_unit<E>(self) -> Result<Scalar<'de>, E> {
+                Ok(Scalar::Null)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Scalar<'de>, A::Error> {
+                Valid.visit_seq(seq).map(|Valid| Scalar::Other)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Scalar<'de>, A::Error> {
+                Valid.visit_map(map).map(|Valid| Scalar::Other)
+            }
+        }
+        deserializer.deserialize_any(ScalarVisitor)
+    }
+}
+
+/// Any JSON value, read as [`Value`] reads it (the same recursion limit,
+/// number range, string and escape checks) without building it: a line
+/// fails the quick scan exactly when it fails `serde_json::from_slice`.
+struct Valid;
+
+impl<'de> Deserialize<'de> for Valid {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(Valid)
+    }
+}
+
+impl<'de> Visitor<'de> for Valid {
+    type Value = Self;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self, E> {
+        Ok(Self)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self, E> {
+        Ok(Self)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self, E> {
+        Ok(Self)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self, E> {
+        Ok(Self)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self, E> {
+        Ok(Self)
+    }
+    fn visit_unit<E>(self) -> Result<Self, E> {
+        Ok(Self)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self, A::Error> {
+        while seq.next_element::<Self>()?.is_some() {}
+        Ok(Self)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self, A::Error> {
+        while map.next_entry::<Self, Self>()?.is_some() {}
+        Ok(Self)
+    }
+}
+
+/// An object key, borrowed from the line unless it has escapes.
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
+/// What the quick scan of a JSON line found.
+enum Quick<'a> {
+    /// The value of the chosen time key and the message text.
+    Found {
+        time: Scalar<'a>,
+        message: Cow<'a, str>,
+    },
+    /// The message is not a string or null: parse the line whole.
+    Full,
+}
+
+/// The quick scan of a JSON object: the values of the time, level and message
+/// keys (the last of a repeated key, as `Map` keeps it), everything else
+/// only validated.
+struct QuickSeed<'k>(&'k Keys);
+
+/// Room for every distinct key of [`Keys`]: the defaults are 4 + 3 + 2, a
+/// configured key replaces a list.
+const MAX_KEYS: usize = 9;
+
+type Slots<'de> = [Option<Scalar<'de>>; MAX_KEYS];
+
+impl<'de> DeserializeSeed<'de> for QuickSeed<'_> {
+    type Value = Slots<'de>;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for QuickSeed<'_> {
+    type Value = Slots<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut slots = Slots::default();
+        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+            match self.0.names.iter().position(|n| *n == *key) {
+                Some(i) if i < MAX_KEYS => slots[i] = Some(map.next_value::<Scalar<'de>>()?),
+                _ => {
+                    map.next_value::<Valid>()?;
+                }
+            }
+        }
+        Ok(slots)
+    }
+}
+
+/// The time and message of a JSON line, chosen as [`LineParser::json`]
+/// chooses them (the first present key of each list, a key taken by the
+/// time not read again as the level, …); `None` when the line is not a JSON
+/// object or has no time key.
+fn quick_json<'a>(line: &'a [u8], keys: &Keys) -> Option<Quick<'a>> {
+    if keys.names.len() > MAX_KEYS {
+        return Some(Quick::Full);
+    }
+    // JSON text is UTF-8 (`from_slice` refuses a line that is not): checked
+    // once here rather than string by string.
+    let text = std::str::from_utf8(line).ok()?;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let mut slots = QuickSeed(keys).deserialize(&mut de).ok()?;
+    de.end().ok()?;
+    let time_at = *keys.time_at.iter().find(|&&i| slots[i].is_some())?;
+    let level_at = keys
+        .level_at
+        .iter()
+        .copied()
+        .find(|&i| i != time_at && slots[i].is_some());
+    let message_at = keys
+        .message_at
+        .iter()
+        .copied()
+        .find(|&i| i != time_at && Some(i) != level_at && slots[i].is_some());
+    let message = match message_at.and_then(|i| slots[i].take()) {
+        None | Some(Scalar::Null) => Cow::Borrowed(""),
+        Some(Scalar::Str(text)) => text,
+        Some(Scalar::Number(_) | Scalar::Other) => return Some(Quick::Full),
+    };
+    let time = slots[time_at].take()?;
+    Some(Quick::Found { time, message })
 }
 
 /// `key=value key="a \"quoted\" value" flag` into a map (the last of a
@@ -403,6 +678,84 @@ mod tests {
             .unwrap();
         assert_eq!(e.timestamp, at("2026-12-01T14:00:00.500Z"));
         assert_eq!(e.fields["_message"], "other");
+    }
+
+    /// The quick scan agrees with the full parse on every line: the same
+    /// lines parse, with the same time and message.
+    #[test]
+    fn the_quick_json_scan_agrees_with_the_full_parse() {
+        let end = at("2026-12-01T15:00:00Z");
+        let deep = format!(
+            r#"{{"ts":"2026-12-01T14:00:00Z","x":{}{}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        let lines = [
+            r#"{"ts":"2026-12-01T14:00:00Z","level":"WARN","msg":"pool \"é\" \u4e2d"}"#,
+            r#"{"ts":"2026-12-01T14:00:00Z","msg":"first","msg":"last"}"#,
+            r#"{"t\u0073":"2026-12-01T14:00:00Z","m\u0073g":"escaped keys"}"#,
+            r#"{"ts":"2026-12-01T14:00:00Z","msg":42}"#,
+            r#"{"ts":"2026-12-01T14:00:00Z","msg":null,"level":7}"#,
+            r#"{"ts":"2026-12-01T14:00:00Z","msg":{"a":[1,2]}}"#,
+            r#"{"ts":"2026-12-01T14:00:00Z","message":"m","msg":"other"}"#,
+            r#"{"ts":"2026-12-01T14:00:00Z","x":1e400,"msg":"big number"}"#,
+            r#"{"ts":"2026-12-01T14:00:00Z","x":"\ud800","msg":"lone surrogate"}"#,
+            r#"{"ts":"2026-12-01T14:00:00Z","x":"\q","msg":"bad escape"}"#,
+            r#"{"ts":"2026-12-01T14:00:00Z","msg":"trailing"} x"#,
+            r#"{"ts":"2026-12-01T14:00:00Z","msg":"trailing comma",}"#,
+            r#"{"ts":null,"msg":"null time"}"#,
+            r#"{"ts":true,"time":"2026-12-01T14:00:00Z"}"#,
+            r#"{"time":"2026-12-01T14:00:00Z","ts":"not a time"}"#,
+            r#"{"timestamp":1796133600,"msg":"number time"}"#,
+            r#"{"msg":"no time"}"#,
+            r#"["ts","2026-12-01T14:00:00Z"]"#,
+            r#"{"ts":"2026-12-01T14:00:00Z","msg":"ctl	tab"}"#,
+            "",
+            "{",
+            &deep,
+        ];
+        let keyed = [
+            Keys::new(None, None, None),
+            Keys::new(Some("ts"), Some("ts"), Some("ts")),
+            Keys::new(Some("msg"), Some("level"), Some("msg")),
+        ];
+        let mut bytes: Vec<Vec<u8>> = lines.iter().map(|l| l.as_bytes().to_vec()).collect();
+        bytes.push(
+            b"{\"ts\":\"2026-12-01T14:00:00Z\",\"x\":\"\xff\",\"msg\":\"bad utf-8\"}".to_vec(),
+        );
+        for keys in keyed {
+            let p = parser(LineFormat::Json(keys));
+            for line in &bytes {
+                let full = p.parse(line, end);
+                let quick = p.scan(line, end);
+                let shown = String::from_utf8_lossy(line);
+                assert_eq!(full.is_some(), quick.is_some(), "{shown}");
+                if let (Some(full), Some(quick)) = (full, quick) {
+                    let (timestamp, message) = match quick {
+                        Scanned::Lazy { timestamp, message } => (timestamp, message.into_owned()),
+                        Scanned::Event(e) => (e.timestamp, e.message),
+                    };
+                    assert_eq!(
+                        (timestamp, message),
+                        (full.timestamp, full.message),
+                        "{shown}"
+                    );
+                }
+            }
+        }
+        let p = parser(LineFormat::Json(Keys::new(None, None, None)));
+        assert!(
+            p.scan(deep.as_bytes(), end).is_none(),
+            "beyond the recursion limit"
+        );
+        assert!(
+            p.scan(lines[7].as_bytes(), end).is_none(),
+            "a number out of range"
+        );
+        assert!(
+            p.scan(lines[8].as_bytes(), end).is_none(),
+            "a lone surrogate"
+        );
     }
 
     #[test]

@@ -20,6 +20,8 @@
 //! Without an all-ASCII word (or for the slow log, whose message is masked)
 //! every entry is parsed.
 
+use std::sync::OnceLock;
+
 use regex::bytes::{Regex, RegexBuilder};
 
 use super::formats::Escapes;
@@ -37,7 +39,10 @@ pub(crate) struct Matcher {
 #[derive(Debug, Clone)]
 pub(crate) struct Prefilter {
     needle: Regex,
-    full: Regex,
+    /// The needle and its alternatives, built the first time a chunk needs
+    /// it (plain ASCII logs never do).
+    full: OnceLock<Option<Regex>>,
+    full_pattern: String,
     /// Whether the alternatives include U+0130 / U+212A (first bytes C4, E2).
     special: bool,
     /// Whether the alternatives include a backslash escape.
@@ -45,16 +50,30 @@ pub(crate) struct Prefilter {
 }
 
 impl Prefilter {
-    /// The search to run over `chunk`.
-    pub(crate) fn for_chunk(&self, chunk: &[u8]) -> &Regex {
-        let special = self.special && memchr::memchr2(0xc4, 0xe2, chunk).is_some();
-        let escape = self.escape && memchr::memchr(b'\\', chunk).is_some();
-        if special || escape {
-            &self.full
+    /// The search to run over `chunk`; `None` when none could be built (then
+    /// every line of the chunk is parsed).
+    pub(crate) fn for_chunk(&self, chunk: &[u8]) -> Option<&Regex> {
+        // One pass for the bytes that start an alternative.
+        let starts_alternative = match (self.special, self.escape) {
+            (true, true) => memchr::memchr3(0xc4, 0xe2, b'\\', chunk).is_some(),
+            (true, false) => memchr::memchr2(0xc4, 0xe2, chunk).is_some(),
+            (false, true) => memchr::memchr(b'\\', chunk).is_some(),
+            (false, false) => false,
+        };
+        if starts_alternative {
+            self.full.get_or_init(|| build(&self.full_pattern)).as_ref()
         } else {
-            &self.needle
+            Some(&self.needle)
         }
     }
+}
+
+fn build(pattern: &str) -> Option<Regex> {
+    RegexBuilder::new(pattern)
+        .case_insensitive(true)
+        .unicode(false)
+        .build()
+        .ok()
 }
 
 impl Matcher {
@@ -69,14 +88,47 @@ impl Matcher {
         self.prefilter.as_ref()
     }
 
-    /// Whether `message` has every word, ignoring case.
+    /// Whether `message` has every word, ignoring case (Unicode lowercase).
     pub(crate) fn matches(&self, message: &str) -> bool {
         if self.words.is_empty() {
             return true;
         }
+        if message.is_ascii() {
+            // The Unicode lowercase of ASCII text is its ASCII lowercase, and
+            // a lowercased word with a non-ASCII character (`İ` gives `i̇`)
+            // cannot occur in it, while one that lowercased to ASCII (`K`
+            // gives `k`) is searched as such: the same answer without
+            // lowercasing the message.
+            return self.words.iter().all(|w| {
+                w.is_ascii() && contains_ignoring_ascii_case(message.as_bytes(), w.as_bytes())
+            });
+        }
         let lower = message.to_lowercase();
         self.words.iter().all(|w| lower.contains(w.as_str()))
     }
+}
+
+/// Whether `haystack` contains `needle` (lowercase ASCII), ignoring ASCII case.
+fn contains_ignoring_ascii_case(haystack: &[u8], needle: &[u8]) -> bool {
+    let Some((&first, rest)) = needle.split_first() else {
+        return true;
+    };
+    let Some(last_start) = haystack.len().checked_sub(needle.len()) else {
+        return false;
+    };
+    let upper = first.to_ascii_uppercase();
+    let mut from = 0;
+    while from <= last_start {
+        let Some(i) = memchr::memchr2(first, upper, &haystack[from..=last_start]) else {
+            return false;
+        };
+        let at = from + i;
+        if haystack[at + 1..at + needle.len()].eq_ignore_ascii_case(rest) {
+            return true;
+        }
+        from = at + 1;
+    }
+    false
 }
 
 fn prefilter(words: &[String], escapes: Escapes) -> Option<Prefilter> {
@@ -102,16 +154,10 @@ fn prefilter(words: &[String], escapes: Escapes) -> Option<Prefilter> {
         Escapes::Json => patterns.push(r"\\u".to_owned()),
     }
     let escape = patterns.len() > 1 + 2 * usize::from(special);
-    let build = |pattern: &str| {
-        RegexBuilder::new(pattern)
-            .case_insensitive(true)
-            .unicode(false)
-            .build()
-            .ok()
-    };
     Some(Prefilter {
         needle: build(&patterns[0])?,
-        full: build(&patterns.join("|"))?,
+        full: OnceLock::new(),
+        full_pattern: patterns.join("|"),
         special,
         escape,
     })
@@ -122,8 +168,11 @@ mod tests {
     use super::*;
 
     fn hits(m: &Matcher, line: &str) -> bool {
-        m.prefilter()
-            .is_none_or(|p| p.for_chunk(line.as_bytes()).is_match(line.as_bytes()))
+        m.prefilter().is_none_or(|p| {
+            p.for_chunk(line.as_bytes())
+                .unwrap()
+                .is_match(line.as_bytes())
+        })
     }
 
     #[test]
@@ -135,6 +184,50 @@ mod tests {
         let m = Matcher::new("ÉCHEC", Some(Escapes::None));
         assert!(m.prefilter().is_none());
         assert!(m.matches("un échec"));
+    }
+
+    #[test]
+    fn ascii_messages_match_as_their_unicode_lowercase_does() {
+        let reference = |m: &Matcher, message: &str| {
+            let lower = message.to_lowercase();
+            m.words.iter().all(|w| lower.contains(w.as_str()))
+        };
+        let queries = [
+            "pool TIMEOUT",
+            "\u{212a}ill",
+            "\u{130}d",
+            "é",
+            "a",
+            "ms.",
+            "zz",
+        ];
+        let messages = [
+            "HikariPool-1 timed out: Timeout",
+            "KILL -9",
+            "kill",
+            "id",
+            "",
+            "a",
+            "took 30000ms.",
+            "z",
+            "Z z",
+            "ZZ",
+        ];
+        for query in queries {
+            let m = Matcher::new(query, None);
+            for message in messages {
+                assert_eq!(
+                    m.matches(message),
+                    reference(&m, message),
+                    "{query:?} in {message:?}"
+                );
+            }
+        }
+        assert!(Matcher::new("\u{212a}ill", None).matches("KILL"));
+        assert!(!Matcher::new("\u{130}d", None).matches("id"));
+        assert!(contains_ignoring_ascii_case(b"abcXyZ", b"xyz"));
+        assert!(!contains_ignoring_ascii_case(b"xy", b"xyz"));
+        assert!(!contains_ignoring_ascii_case(b"x-y-z", b"xyz"));
     }
 
     #[test]

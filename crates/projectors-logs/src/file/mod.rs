@@ -7,11 +7,12 @@
 //! # Behavior
 //! - Matching is the mock's: every word of the query in the message,
 //!   ignoring case; only the message is searched.
-//! - A topic without files is [`Error::TopicNotConfigured`]
+//! - A topic without files is [`LogSourceError::topic_not_configured`]
 //!   (`DATA_SOURCE_UNKNOWN`): nothing was searched, so nothing is claimed
 //!   absent. A pattern that matches no file, a file that cannot be read, or a
 //!   name that resolves outside the directory is
-//!   [`Error::SourceUnavailable`] (`EXECUTION_FAILED`), never an empty result.
+//!   [`LogSourceError::permanent`] (`EXECUTION_FAILED`, not retryable: the
+//!   deployment must fix it), never an empty result.
 //! - At most `max_raw_events` matches are returned, the most recent ones;
 //!   `match_count` counts all in the window.
 //! - Files are read on the blocking pool; when the caller stops waiting (the
@@ -27,7 +28,7 @@
 
 mod config;
 mod formats;
-mod matcher;
+pub(crate) mod matcher;
 mod paths;
 mod scan;
 mod slowlog;
@@ -44,10 +45,10 @@ use globset::GlobMatcher;
 pub use config::{LogFormat, LogsConfig, TopicConfig};
 pub use scan::ScanStats;
 
-use crate::{Error, LogMatches, LogQuery, LogSource, Result};
+use crate::{Error, LogMatches, LogQuery, LogSource, LogSourceError, Result};
 use formats::{Keys, LineFormat, LineParser};
 use scan::{Cancel, Reader, Settings};
-use time::{Layout, TimeRule, parse_layout, parse_zone};
+use time::{Layout, TimeRule, Zone, parse_layout, parse_zone};
 
 /// One topic, compiled.
 #[derive(Debug)]
@@ -87,7 +88,8 @@ impl FileLogSource {
     /// A source over `config`'s topics.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] naming the topic and the broken rule.
+    /// [`Error::InvalidConfig`] naming the topic and the broken rule;
+    /// [`Error::InvalidBounds`] for a `max_raw_events` of 0.
     pub fn new(config: &LogsConfig) -> Result<Self> {
         let mut topics = BTreeMap::new();
         for (&topic, section) in &config.topics {
@@ -97,9 +99,7 @@ impl FileLogSource {
         let max_raw_events = config
             .max_raw_events
             .unwrap_or(Self::DEFAULT_MAX_RAW_EVENTS);
-        if max_raw_events == 0 {
-            return Err(Error::InvalidBounds("max_raw_events must be at least 1"));
-        }
+        invocation_core::bounds::at_least("max_raw_events", max_raw_events, 1)?;
         Ok(Self {
             topics,
             settings: Settings {
@@ -129,11 +129,14 @@ impl FileLogSource {
     ///
     /// # Errors
     /// As [`LogSource::query`].
-    pub fn query_blocking(&self, query: &LogQuery) -> Result<(LogMatches, ScanStats)> {
+    pub fn query_blocking(
+        &self,
+        query: &LogQuery,
+    ) -> Result<(LogMatches, ScanStats), LogSourceError> {
         let topic = self
             .topics
             .get(&query.topic)
-            .ok_or(Error::TopicNotConfigured)?;
+            .ok_or_else(LogSourceError::topic_not_configured)?;
         run(topic, query, self.settings, &Cancel::default())
     }
 }
@@ -143,12 +146,14 @@ fn run(
     query: &LogQuery,
     settings: Settings,
     cancel: &Cancel,
-) -> Result<(LogMatches, ScanStats)> {
-    let files =
-        paths::resolve(&topic.dir, &topic.patterns).map_err(|e| Error::unavailable(false, e))?;
-    let (collected, stats) = scan::search(&files, &topic.reader, query, settings, cancel)
-        .map_err(|e| Error::unavailable(false, e))?;
-    let (events, match_count) = collected.finish();
+) -> Result<(LogMatches, ScanStats), LogSourceError> {
+    let files = paths::resolve(&topic.dir, &topic.patterns).map_err(LogSourceError::permanent)?;
+    let (events, match_count, stats) = scan::search(&files, &topic.reader, query, settings, cancel)
+        .map_err(|e| match e {
+            // Only seen when the caller stopped waiting (the tool timeout).
+            scan::ScanError::Cancelled => LogSourceError::timeout(e),
+            scan::ScanError::Io(_) => LogSourceError::permanent(e),
+        })?;
     Ok((
         LogMatches {
             events,
@@ -174,18 +179,18 @@ impl LogSource for FileLogSource {
         SourceKind::File
     }
 
-    async fn query(&self, query: &LogQuery) -> Result<LogMatches> {
+    async fn query(&self, query: &LogQuery) -> Result<LogMatches, LogSourceError> {
         let topic = Arc::clone(
             self.topics
                 .get(&query.topic)
-                .ok_or(Error::TopicNotConfigured)?,
+                .ok_or_else(LogSourceError::topic_not_configured)?,
         );
         let guard = CancelOnDrop(Cancel::default());
         let cancel = guard.0.clone();
         let query = query.clone();
         let settings = self.settings;
         let scan = tokio::task::spawn_blocking(move || run(&topic, &query, settings, &cancel));
-        let outcome = scan.await.map_err(|e| Error::unavailable(false, e))?;
+        let outcome = scan.await.map_err(LogSourceError::permanent)?;
         drop(guard);
         outcome.map(|(matches, _)| matches)
     }
@@ -201,8 +206,9 @@ fn compile(section: &TopicConfig) -> std::result::Result<Topic, &'static str> {
         .map(|p| paths::check_pattern(p))
         .collect::<std::result::Result<Vec<_>, _>>()?;
     let zone = match &section.time_zone {
-        Some(zone) => parse_zone(zone).ok_or("time_zone must be UTC or ±HH:MM")?,
-        None => TimeRule::default().zone,
+        Some(zone) => parse_zone(zone)
+            .ok_or("time_zone must be UTC, ±HH:MM or an IANA zone name such as Europe/Berlin")?,
+        None => Zone::default(),
     };
     let layout = match &section.timestamp {
         Some(layout) => parse_layout(layout)

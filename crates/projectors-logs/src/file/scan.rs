@@ -14,7 +14,7 @@ use memchr::{memchr, memrchr};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::formats::LineParser;
+use super::formats::{LineParser, Scanned};
 use super::matcher::Matcher;
 use super::paths::LogFile;
 use super::slowlog::{Finished, SlowLogParser};
@@ -22,8 +22,10 @@ use super::time::TimeRule;
 use crate::{LogQuery, RawLogEvent};
 use invocation_core::json_size::escaped_prefix;
 
-/// Bytes read per `read` call.
+/// The read buffer: the longest line kept.
 const CHUNK: usize = 2 * 1024 * 1024;
+/// Bytes read per `read` call.
+const READ: usize = 256 * 1024;
 /// Bytes read around a probe of the window search.
 const PROBE: usize = 64 * 1024;
 /// Bytes of one event's message kept in the raw record (JSON-escaped).
@@ -90,11 +92,25 @@ impl From<io::Error> for ScanError {
     }
 }
 
-/// A kept event, ordered by time then by the order it was found.
+/// What a kept match holds until the end of the search.
+pub(crate) enum Item {
+    /// A built event (its `file` field set).
+    Event(RawLogEvent),
+    /// A JSON line, parsed into its event only if it is still kept at the
+    /// end: most matches of a large window are displaced by later ones.
+    Line {
+        /// The line, without its line ending.
+        bytes: Vec<u8>,
+        /// The file's name.
+        file: Arc<str>,
+    },
+}
+
+/// A kept match, ordered by time then by the order it was found.
 struct Kept {
     at: Timestamp,
     seq: u64,
-    event: RawLogEvent,
+    item: Item,
 }
 
 impl PartialEq for Kept {
@@ -114,7 +130,8 @@ impl Ord for Kept {
     }
 }
 
-/// The most recent `cap` matches and the count of all.
+/// The most recent `cap` matches and the count of all. Memory is bounded by
+/// `cap` kept items, whatever the number of matches.
 pub(crate) struct Collector {
     cap: usize,
     heap: BinaryHeap<Reverse<Kept>>,
@@ -132,29 +149,26 @@ impl Collector {
         }
     }
 
-    fn push(&mut self, mut event: RawLogEvent) {
+    /// Counts a match at `at` and keeps it if it is among the `cap` most
+    /// recent; `build` makes the item, given the one it displaces (whose
+    /// buffer it may reuse).
+    fn push_with(&mut self, at: Timestamp, build: impl FnOnce(Option<Item>) -> Item) {
         self.matches += 1;
         self.seq += 1;
-        let at = event.timestamp;
+        let mut displaced = None;
         if self.heap.len() >= self.cap {
             match self.heap.peek() {
                 Some(Reverse(min)) if (min.at, min.seq) < (at, self.seq) => {
-                    self.heap.pop();
+                    displaced = self.heap.pop().map(|Reverse(k)| k.item);
                 }
                 _ => return,
             }
         }
-        let (kept, cut) = escaped_prefix(&event.message, MAX_RAW_MESSAGE_BYTES);
-        if cut {
-            event.message = kept.to_owned();
-            event
-                .fields
-                .insert("message_truncated".to_owned(), Value::Bool(true));
-        }
+        let item = build(displaced);
         self.heap.push(Reverse(Kept {
             at,
             seq: self.seq,
-            event,
+            item,
         }));
     }
 
@@ -163,17 +177,46 @@ impl Collector {
         let mut kept: Vec<Kept> = other.heap.into_iter().map(|Reverse(k)| k).collect();
         kept.sort();
         for k in kept {
-            self.push(k.event);
+            self.push_with(k.at, |_| k.item);
         }
         self.matches = matches;
     }
 
-    /// The kept events oldest first, and the count of all matches.
-    pub(crate) fn finish(self) -> (Vec<RawLogEvent>, u64) {
+    /// The kept events oldest first (made by `event`), and the count of all
+    /// matches.
+    pub(crate) fn finish(
+        self,
+        mut event: impl FnMut(Item) -> Option<RawLogEvent>,
+    ) -> (Vec<RawLogEvent>, u64) {
         let mut kept: Vec<Kept> = self.heap.into_iter().map(|Reverse(k)| k).collect();
         kept.sort();
-        (kept.into_iter().map(|k| k.event).collect(), self.matches)
+        let events = kept
+            .into_iter()
+            .filter_map(|k| event(k.item))
+            .map(bounded)
+            .collect();
+        (events, self.matches)
     }
+}
+
+/// `event` with its message cut to [`MAX_RAW_MESSAGE_BYTES`] for the raw
+/// record (`message_truncated` says so).
+fn bounded(mut event: RawLogEvent) -> RawLogEvent {
+    let (kept, cut) = escaped_prefix(&event.message, MAX_RAW_MESSAGE_BYTES);
+    if cut {
+        event.message = kept.to_owned();
+        event
+            .fields
+            .insert("message_truncated".to_owned(), Value::Bool(true));
+    }
+    event
+}
+
+fn with_file(mut event: RawLogEvent, file: &str) -> RawLogEvent {
+    event
+        .fields
+        .insert("file".to_owned(), Value::String(file.to_owned()));
+    event
 }
 
 /// How a topic's events are read.
@@ -201,14 +244,15 @@ fn is_gzip(file: &mut File) -> io::Result<bool> {
     Ok(n == 2 && magic == [0x1f, 0x8b])
 }
 
-/// Searches `files` (already resolved) for `query`.
+/// Searches `files` (already resolved) for `query`: the kept events, oldest
+/// first, the count of all matches, and what the scan did.
 pub(crate) fn search(
     files: &[LogFile],
     reader: &Reader,
     query: &LogQuery,
     settings: Settings,
     cancel: &Cancel,
-) -> Result<(Collector, ScanStats), ScanError> {
+) -> Result<(Vec<RawLogEvent>, u64, ScanStats), ScanError> {
     let escapes = match reader {
         Reader::Lines(parser) => Some(parser.escapes()),
         Reader::Slow(_) => None,
@@ -243,7 +287,17 @@ pub(crate) fn search(
             all.absorb(collected);
         }
     }
-    Ok((all, stats))
+    let (events, matches) = all.finish(|item| match item {
+        Item::Event(event) => Some(event),
+        Item::Line { bytes, file } => match reader {
+            // It parsed when it was scanned: the same line parses again.
+            Reader::Lines(parser) => parser
+                .parse(&bytes, query.end)
+                .map(|event| with_file(event, &file)),
+            Reader::Slow(_) => None,
+        },
+    });
+    Ok((events, matches, stats))
 }
 
 impl Search<'_> {
@@ -296,7 +350,7 @@ impl Search<'_> {
         next_start: Option<Timestamp>,
         stats: &mut ScanStats,
     ) -> Result<Option<Collector>, ScanError> {
-        let field = Value::String(file.name.clone());
+        let field: Arc<str> = Arc::from(file.name.as_str());
         let size = handle.metadata()?.len();
         // Skipped whole when its time range is outside the window: it starts
         // after the window, or it ends before it (a plain file's last line;
@@ -382,7 +436,7 @@ impl Search<'_> {
         size: u64,
         parser: &LineParser,
         stats: &mut ScanStats,
-        field: &Value,
+        field: &Arc<str>,
     ) -> Result<Option<Collector>, ScanError> {
         let slack = self.settings.slack_ms;
         let end = self.query.end;
@@ -392,15 +446,19 @@ impl Search<'_> {
         let Some(stop) = locate(handle, size, parser, self.hi() + 1, end, slack)? else {
             return Ok(None);
         };
-        let mut collected = Collector::new(self.settings.max_raw_events);
-        let mut local = ScanStats::default();
-        handle.seek(SeekFrom::Start(start.lo))?;
         let window = Window {
             base: start.lo,
             skip_first: start.lo > 0,
             stop: stop.first_at_or_after.unwrap_or(size),
             order_from: start.lo + 2 * PROBE as u64,
         };
+        #[cfg(unix)]
+        if let Some(split) = split_point(handle, window)? {
+            return self.two_halves(handle, parser, window, split, stats, field);
+        }
+        let mut collected = Collector::new(self.settings.max_raw_events);
+        let mut local = ScanStats::default();
+        handle.seek(SeekFrom::Start(start.lo))?;
         if !self.lines(handle, parser, window, &mut collected, &mut local, field)? {
             return Ok(None);
         }
@@ -408,11 +466,102 @@ impl Search<'_> {
         Ok(Some(collected))
     }
 
-    fn keep(&self, mut event: RawLogEvent, collected: &mut Collector, file: &Value) {
+    /// Reads `window` as two halves on two threads (the second from the line
+    /// start `split`), with positional reads of the one open file; the
+    /// halves' matches are merged in file order, as one sequential read
+    /// would have found them.
+    #[cfg(unix)]
+    fn two_halves(
+        &self,
+        handle: &File,
+        parser: &LineParser,
+        window: Window,
+        split: u64,
+        stats: &mut ScanStats,
+        field: &Arc<str>,
+    ) -> Result<Option<Collector>, ScanError> {
+        let first = Window {
+            stop: split,
+            ..window
+        };
+        let second = Window {
+            base: split,
+            skip_first: false,
+            ..window
+        };
+        let half = |window: Window| -> Result<(bool, Collector, ScanStats), ScanError> {
+            let mut collected = Collector::new(self.settings.max_raw_events);
+            let mut local = ScanStats::default();
+            let mut reader = ReadAt {
+                file: handle,
+                pos: window.base,
+            };
+            let ordered = self.lines(
+                &mut reader,
+                parser,
+                window,
+                &mut collected,
+                &mut local,
+                field,
+            )?;
+            Ok((ordered, collected, local))
+        };
+        let (early, late) = std::thread::scope(|scope| {
+            let late = scope.spawn(|| half(second));
+            let early = half(first);
+            (early, late.join())
+        });
+        let (early_ordered, mut collected, early_stats) = early?;
+        let Ok(late) = late else {
+            return Err(ScanError::Io(io::Error::other("a scan thread panicked")));
+        };
+        let (late_ordered, late_collected, late_stats) = late?;
+        if !(early_ordered && late_ordered) {
+            return Ok(None);
+        }
+        collected.absorb(late_collected);
+        add(stats, early_stats);
+        add(stats, late_stats);
+        Ok(Some(collected))
+    }
+
+    fn in_window_and_matching(&self, at: Timestamp, message: &str) -> bool {
+        self.query.start <= at && at <= self.query.end && self.matcher.matches(message)
+    }
+
+    fn keep(&self, event: RawLogEvent, collected: &mut Collector, file: &Arc<str>) {
         let at = event.timestamp;
-        if self.query.start <= at && at <= self.query.end && self.matcher.matches(&event.message) {
-            event.fields.insert("file".to_owned(), file.clone());
-            collected.push(event);
+        if self.in_window_and_matching(at, &event.message) {
+            collected.push_with(at, |_| Item::Event(with_file(event, file)));
+        }
+    }
+
+    /// Keeps a scanned `line` that is in the window and matches.
+    fn keep_line(
+        &self,
+        scanned: Scanned<'_>,
+        line: &[u8],
+        collected: &mut Collector,
+        file: &Arc<str>,
+    ) {
+        match scanned {
+            Scanned::Event(event) => self.keep(event, collected, file),
+            Scanned::Lazy { timestamp, message } => {
+                if self.in_window_and_matching(timestamp, &message) {
+                    collected.push_with(timestamp, |displaced| {
+                        let mut bytes = match displaced {
+                            Some(Item::Line { bytes, .. }) => bytes,
+                            _ => Vec::new(),
+                        };
+                        bytes.clear();
+                        bytes.extend_from_slice(line);
+                        Item::Line {
+                            bytes,
+                            file: Arc::clone(file),
+                        }
+                    });
+                }
+            }
         }
     }
 
@@ -425,7 +574,7 @@ impl Search<'_> {
         window: Window,
         collected: &mut Collector,
         stats: &mut ScanStats,
-        file: &Value,
+        file: &Arc<str>,
     ) -> Result<bool, ScanError> {
         let end = self.query.end;
         let (lo, hi) = (self.lo(), self.hi());
@@ -435,15 +584,15 @@ impl Search<'_> {
             if line.is_empty() {
                 return;
             }
-            match parser.parse(line, end) {
-                Some(event) => {
-                    let at = event.timestamp.unix_millis();
+            match parser.scan(line, end) {
+                Some(scanned) => {
+                    let at = scanned.timestamp().unix_millis();
                     if (offset >= window.order_from && at < lo)
                         || (offset < window.stop && at > hi && window.stop != u64::MAX)
                     {
                         ordered = false;
                     }
-                    self.keep(event, collected, file);
+                    self.keep_line(scanned, line, collected, file);
                 }
                 None => stats.unparsed += 1,
             }
@@ -454,9 +603,8 @@ impl Search<'_> {
             window,
             self.cancel,
             stats,
-            |chunk, base, stats| match prefilter {
-                Some(prefilter) => {
-                    let automaton = prefilter.for_chunk(chunk);
+            |chunk, base, stats| match prefilter.and_then(|p| p.for_chunk(chunk)) {
+                Some(automaton) => {
                     let mut pos = 0;
                     while pos < chunk.len() {
                         let Some(hit) = automaton.find(&chunk[pos..]) else {
@@ -488,7 +636,7 @@ impl Search<'_> {
         rule: &TimeRule,
         collected: &mut Collector,
         stats: &mut ScanStats,
-        file: &Value,
+        file: &Arc<str>,
     ) -> Result<(), ScanError> {
         let mut parser = SlowLogParser::new(rule.clone());
         let mut unparsed = 0_u64;
@@ -511,6 +659,44 @@ impl Search<'_> {
         take(parser.finish(), collected);
         stats.unparsed += unparsed;
         Ok(())
+    }
+}
+
+/// Windows at least this long are read as two halves in parallel when the
+/// machine has two cores or more.
+const PARALLEL_FROM: u64 = 4 * 1024 * 1024;
+
+/// The start of the first line at or after the middle of `window`, when the
+/// window is worth two threads.
+#[cfg(unix)]
+fn split_point(file: &File, window: Window) -> Result<Option<u64>, ScanError> {
+    use std::os::unix::fs::FileExt;
+    let parallel = std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
+    if !parallel || window.stop == u64::MAX || window.stop - window.base < PARALLEL_FROM {
+        return Ok(None);
+    }
+    let mid = window.base + (window.stop - window.base) / 2;
+    let mut buf = vec![0_u8; PROBE];
+    let n = file.read_at(&mut buf, mid)?;
+    Ok(memchr(b'\n', &buf[..n])
+        .map(|i| mid + i as u64 + 1)
+        .filter(|&split| split < window.stop))
+}
+
+/// Sequential reads of a shared file by position (the file's own cursor is
+/// not used, so two readers can share it).
+#[cfg(unix)]
+struct ReadAt<'f> {
+    file: &'f File,
+    pos: u64,
+}
+
+#[cfg(unix)]
+impl Read for ReadAt<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = std::os::unix::fs::FileExt::read_at(self.file, buf, self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
     }
 }
 
@@ -561,7 +747,8 @@ fn read_chunks(
     stats: &mut ScanStats,
     mut f: impl FnMut(&[u8], u64, &mut ScanStats),
 ) -> Result<(), ScanError> {
-    let mut buf = vec![0_u8; CHUNK];
+    // Grown up to CHUNK only for a line longer than the reads so far.
+    let mut buf = vec![0_u8; 2 * READ];
     let mut filled = 0_usize;
     // Offset in the file of buf[0].
     let mut base = window.base;
@@ -573,7 +760,9 @@ fn read_chunks(
             return Ok(());
         }
         // Never past `stop` (a line start: the bytes before it end a line).
-        let room = buf.len() - filled;
+        // Reads of at most READ bytes, processed while they are in the CPU's
+        // cache; the buffer (CHUNK) still bounds the longest line.
+        let room = (buf.len() - filled).min(READ);
         let want = if window.stop == u64::MAX {
             room
         } else {
@@ -593,6 +782,10 @@ fn read_chunks(
         } else {
             match memrchr(b'\n', &buf[..filled]) {
                 Some(i) => i + 1,
+                None if filled == buf.len() && buf.len() < CHUNK => {
+                    buf.resize((2 * buf.len()).min(CHUNK), 0);
+                    continue;
+                }
                 None if filled == buf.len() => {
                     // One line fills the buffer: drop it up to its end.
                     if !skipping {
@@ -657,8 +850,8 @@ fn first_parsed(
     while pos < buf.len() {
         // Only whole lines: the last one in a probe may be cut.
         let end = pos + memchr(b'\n', &buf[pos..])?;
-        if let Some(event) = parser.parse(strip_cr(&buf[pos..end]), reference) {
-            return Some((pos, event.timestamp));
+        if let Some(scanned) = parser.scan(strip_cr(&buf[pos..end]), reference) {
+            return Some((pos, scanned.timestamp()));
         }
         pos = end + 1;
     }
@@ -684,8 +877,8 @@ fn last_time(
         buf = &buf[i + 1..];
     }
     for line in buf.rsplit(|b| *b == b'\n') {
-        if let Some(event) = parser.parse(strip_cr(line), reference) {
-            return Ok(Some(event.timestamp));
+        if let Some(scanned) = parser.scan(strip_cr(line), reference) {
+            return Ok(Some(scanned.timestamp()));
         }
     }
     Ok(None)
@@ -763,8 +956,8 @@ fn locate(
                 let Some(len) = memchr(b'\n', &buf[pos..n]) else {
                     break;
                 };
-                if let Some(event) = parser.parse(strip_cr(&buf[pos..pos + len]), reference)
-                    && event.timestamp.unix_millis() >= target
+                if let Some(scanned) = parser.scan(strip_cr(&buf[pos..pos + len]), reference)
+                    && scanned.timestamp().unix_millis() >= target
                 {
                     first_at_or_after = Some(lo + pos as u64);
                     break;

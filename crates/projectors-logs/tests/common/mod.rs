@@ -1,8 +1,6 @@
 //! Shared helpers of the integration tests.
 #![allow(dead_code, unreachable_pub)]
 
-use std::path::PathBuf;
-
 use aci_contracts::{LogTopic, QueryLogsRequest, QueryLogsResult, RunId, Timestamp, ToolCallId};
 use invocation_core::{ExecutionContext, Executor};
 use projectors_logs::{LogExecutor, LogProjector, MockLogSource, RawLogResponse};
@@ -47,32 +45,8 @@ pub async fn project_mock(
     result
 }
 
-/// Compares `actual` with `tests/golden/<name>.json`; `UPDATE_GOLDEN=1`
-/// rewrites the file (only when it changed).
+/// Compares `actual` with `tests/golden/<name>.json` (testkit's golden
+/// files: `UPDATE_GOLDEN=1` rewrites the file, only when it changed).
 pub fn check_golden(name: &str, actual: &impl serde::Serialize) {
-    let path: PathBuf = [
-        env!("CARGO_MANIFEST_DIR"),
-        "tests",
-        "golden",
-        &format!("{name}.json"),
-    ]
-    .iter()
-    .collect();
-    let actual = serde_json::to_string_pretty(actual).unwrap() + "\n";
-    let expected = std::fs::read_to_string(&path).unwrap_or_default();
-    if expected == actual {
-        return;
-    }
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        std::fs::write(&path, &actual).unwrap();
-        return;
-    }
-    let diff = similar::TextDiff::from_lines(&expected, &actual)
-        .unified_diff()
-        .header("expected", "actual")
-        .to_string();
-    panic!(
-        "golden {} differs:\n{diff}\nregenerate with: UPDATE_GOLDEN=1 cargo test -p projectors-logs",
-        path.display()
-    );
+    testkit::golden!().check_json(&format!("{name}.json"), actual);
 }
