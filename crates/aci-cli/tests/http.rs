@@ -707,10 +707,10 @@ async fn overload_is_refused_at_once_and_admitted_calls_finish() {
     // of large requests is refused, not queued; rounds of it leave the
     // replica's memory where one round left it.
     // The first floods grow the allocator's arenas to their working size.
-    let warmed = flood_rounds(&replica, &client, &run, max, 2).await;
+    let warmed = flood_rounds(&replica, &client, &run, max, 3).await;
     let after_all = flood_rounds(&replica, &client, &run, max, 4).await;
     eprintln!(
-        "replica memory (KiB): before {before:?}, after two floods {warmed:?}, after six {after_all:?}"
+        "replica memory (KiB): before {before:?}, after three floods {warmed:?}, after seven {after_all:?}"
     );
     assert!(
         after_all.peak_kib.saturating_sub(before.rss_kib) < OVERLOAD_PEAK_BOUND_KIB,
@@ -728,15 +728,16 @@ async fn overload_is_refused_at_once_and_admitted_calls_finish() {
 /// Requests of one flood, each about [`FLOOD_BODY_BYTES`].
 const FLOOD_REQUESTS: usize = 256;
 const FLOOD_BODY_BYTES: usize = 40_000;
-/// How far the replica's peak may rise over six floods of [`FLOOD_REQUESTS`]
+/// How far the replica's peak may rise over seven floods of [`FLOOD_REQUESTS`]
 /// (~10 MB of bodies each): generous, for the allocator's arenas and the
-/// connections' buffers (a debug build measured about 47 MiB).
+/// connections' buffers (a debug build measured 47 to 51 MiB).
 const OVERLOAD_PEAK_BOUND_KIB: u64 = 96 * 1024;
-/// How far four more floods may move the resident memory once two have run
-/// (measured: about 4 MiB, the memory store's records and fragmentation);
-/// a replica that queued the refused requests or kept their bodies would
-/// grow by about a flood's 10 MB each round, 40 MB over four.
-const ROUNDS_GROWTH_BOUND_KIB: u64 = 16 * 1024;
+/// How far four more floods may move the resident memory once three have
+/// run (debug builds measured 4 to 19 MiB: the memory store's records and
+/// glibc's arenas, which grow in steps and are not given back); a replica
+/// that queued the refused requests or kept their bodies would keep about a
+/// flood's 10 MB each round, 40 MB over four (more with their parsed JSON).
+const ROUNDS_GROWTH_BOUND_KIB: u64 = 32 * 1024;
 
 /// `rounds` times: `max` slow calls take every place, then
 /// [`FLOOD_REQUESTS`] large raw calls arrive at once. Returns the replica's
