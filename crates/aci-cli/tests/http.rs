@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use rmcp::model::Tool;
 use serde_json::{Value, json};
 use support::contract::{check, error_code, frozen_tools, ids, params};
+use support::general_log::GeneralLog;
 use support::keys::{SigningKey, claims, jwks, now};
 use support::replica::{Replica, get, post_call, post_json};
 use support::{HANG_GUARD, sha256_hex, temp_file, unique};
@@ -524,21 +525,39 @@ async fn inspect(store: &str, config: &std::path::Path, run: &str) -> Vec<Value>
         .collect()
 }
 
+/// A marker literal for one test's statements: what the general log is
+/// searched for.
+fn marker() -> String {
+    format!("aci-marker-{}", support::fastrand_suffix())
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn one_tool_call_id_spread_over_three_replicas_executes_once() {
     let keys = Keys::new();
-    let (store, config, replicas) = three_replicas(&keys, "").await;
+    let db = projectors_mysql::testing::TestDatabase::create(&[
+        "CREATE TABLE t (n INT)",
+        "INSERT INTO t VALUES (1)",
+    ])
+    .await;
+    let log = GeneralLog::enable().await;
+    let extra = format!(
+        "[mysql.data_sources.shop]\nurl = \"{}\"\ntimeout_ms = 60000\n",
+        db.reader_url()
+    );
+    let (store, config, replicas) = three_replicas(&keys, &extra).await;
     let mut clients = Vec::new();
     for replica in &replicas {
         clients.push(replica.client("/mcp", Some(TOKEN_A)).await);
     }
     let run = unique("run");
+    let marker = marker();
+    let sql = format!("SELECT n, '{marker}' AS m FROM t WHERE n = ?");
     let calls = (0..64).map(|i| {
         let client = &clients[i % clients.len()];
         call(
             client,
-            "query_logs",
-            json!({"topic": "APPLICATION", "query": "timeout"}),
+            "query_mysql",
+            json!({"data_source": "shop", "sql": sql, "params": [1]}),
             ids(&run, "call_same"),
         )
     });
@@ -552,7 +571,9 @@ async fn one_tool_call_id_spread_over_three_replicas_executes_once() {
         .filter(|o| o["evidence_status"] == "ERROR" && o["error_code"] == "DUPLICATE_TOOL_CALL")
         .count();
     assert_eq!((ready, duplicates), (1, 63), "{observations:?}");
-    // One record: the boundary executes only after winning the create.
+    // MariaDB ran the statement once: the boundary executes only after
+    // winning the create, whichever replica wins it.
+    assert_eq!(log.executions(&marker), 1, "executions of the statement");
     let records = inspect(&store, &config, &run).await;
     assert_eq!(records.len(), 1, "{records:?}");
     assert_eq!(records[0]["status"], "READY", "{records:?}");
@@ -563,6 +584,8 @@ async fn one_tool_call_id_spread_over_three_replicas_executes_once() {
         let (status, stderr) = replica.stop().await;
         assert!(status.success(), "{stderr}");
     }
+    drop(log);
+    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -617,6 +640,11 @@ async fn slow_database() -> projectors_mysql::testing::TestDatabase {
 
 const SLOW_SQL: &str = "SELECT COUNT(*) AS c FROM t a, t b, t c WHERE a.n + b.n + c.n > ?";
 
+/// [`SLOW_SQL`] with a marker literal, to be found in the general log.
+fn marked_slow_sql(marker: &str) -> String {
+    format!("SELECT COUNT(*) AS c, '{marker}' AS m FROM t a, t b, t c WHERE a.n + b.n + c.n > ?")
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn overload_is_refused_at_once_and_admitted_calls_finish() {
     let keys = Keys::new();
@@ -629,6 +657,15 @@ async fn overload_is_refused_at_once_and_admitted_calls_finish() {
     let replica = Replica::start(&config(&keys, &extra), "memory", &[]).await;
     let client = replica.client("/mcp", Some(TOKEN_A)).await;
     let run = unique("run");
+    let warm = call(
+        &client,
+        "query_logs",
+        json!({"topic": "APPLICATION", "query": "timeout"}),
+        ids(&run, "call_warm"),
+    )
+    .await;
+    assert_eq!(warm["evidence_status"], "EVIDENCE_FOUND", "{warm}");
+    let before = replica.memory();
     let calls = (0..4 * max).map(|i| {
         call(
             &client,
@@ -665,9 +702,174 @@ async fn overload_is_refused_at_once_and_admitted_calls_finish() {
         "{metrics}"
     );
     assert!(metrics.contains(&format!("code=\"OVERLOADED\",evidence_status=\"ERROR\",status=\"ERROR\",tool=\"query_mysql\"}} {}", 3 * max)), "{metrics}");
+
+    // Memory stays bounded: while `max` slow calls hold every place, a flood
+    // of large requests is refused, not queued; rounds of it leave the
+    // replica's memory where one round left it.
+    // The first floods grow the allocator's arenas to their working size.
+    let warmed = flood_rounds(&replica, &client, &run, max, 3).await;
+    let after_all = flood_rounds(&replica, &client, &run, max, 4).await;
+    eprintln!(
+        "replica memory (KiB): before {before:?}, after three floods {warmed:?}, after seven {after_all:?}"
+    );
+    assert!(
+        after_all.peak_kib.saturating_sub(before.rss_kib) < OVERLOAD_PEAK_BOUND_KIB,
+        "the peak grew from {before:?} to {after_all:?}"
+    );
+    assert!(
+        after_all.rss_kib.saturating_sub(warmed.rss_kib) < ROUNDS_GROWTH_BOUND_KIB,
+        "four more floods grew the replica from {warmed:?} to {after_all:?}"
+    );
     client.cancel().await.unwrap();
     replica.stop().await;
     db.drop().await;
+}
+
+/// Requests of one flood, each about [`FLOOD_BODY_BYTES`].
+const FLOOD_REQUESTS: usize = 256;
+const FLOOD_BODY_BYTES: usize = 40_000;
+/// How far the replica's peak may rise over seven floods of [`FLOOD_REQUESTS`]
+/// (~10 MB of bodies each): generous, for the allocator's arenas and the
+/// connections' buffers (a debug build measured 47 to 51 MiB).
+const OVERLOAD_PEAK_BOUND_KIB: u64 = 96 * 1024;
+/// How far four more floods may move the resident memory once three have
+/// run (debug builds measured 4 to 19 MiB: the memory store's records and
+/// glibc's arenas, which grow in steps and are not given back); a replica
+/// that queued the refused requests or kept their bodies would keep about a
+/// flood's 10 MB each round, 40 MB over four (more with their parsed JSON).
+const ROUNDS_GROWTH_BOUND_KIB: u64 = 32 * 1024;
+
+/// `rounds` times: `max` slow calls take every place, then
+/// [`FLOOD_REQUESTS`] large raw calls arrive at once. Returns the replica's
+/// memory after the last round.
+async fn flood_rounds(
+    replica: &Replica,
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    run: &str,
+    max: usize,
+    rounds: usize,
+) -> support::replica::Memory {
+    let http = http_support::http_client();
+    let url = replica.url("/mcp");
+    let padding = "x".repeat(FLOOD_BODY_BYTES);
+    for _ in 0..rounds {
+        let round = support::fastrand_suffix();
+        let holders = (0..max).map(|i| {
+            call(
+                client,
+                "query_mysql",
+                json!({"data_source": "shop", "sql": SLOW_SQL, "params": [i]}),
+                ids(run, &format!("call_hold_{round}_{i}")),
+            )
+        });
+        let flood = async {
+            wait_in_flight(replica, max).await;
+            let requests = (0..FLOOD_REQUESTS).map(|i| {
+                let body = json!({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
+                    "name": "query_logs",
+                    "arguments": {"topic": "APPLICATION", "query": padding},
+                    "_meta": ids(run, &format!("call_flood_{round}_{i}"))}});
+                let request = http
+                    .post(&url)
+                    .bearer_auth(TOKEN_A)
+                    .header("content-type", "application/json")
+                    .header("accept", "application/json, text/event-stream")
+                    .body(body.to_string());
+                async move {
+                    let response = tokio::time::timeout(HANG_GUARD, request.send())
+                        .await
+                        .unwrap()
+                        .unwrap();
+                    assert_eq!(response.status(), 200);
+                    let reply: Value =
+                        serde_json::from_str(&response.text().await.unwrap()).unwrap();
+                    reply["result"]["structuredContent"]["error_code"].clone()
+                }
+            });
+            futures::future::join_all(requests).await
+        };
+        let (held, codes) = tokio::join!(futures::future::join_all(holders), flood);
+        assert!(
+            held.iter()
+                .all(|o| o["evidence_status"] == "EVIDENCE_FOUND"),
+            "{held:?}"
+        );
+        // Refused at once while the places are taken; a request that came
+        // after a holder finished was admitted and refused by preflight.
+        let overloaded = codes.iter().filter(|c| *c == "OVERLOADED").count();
+        assert!(overloaded > 0, "{codes:?}");
+        assert!(
+            codes
+                .iter()
+                .all(|c| *c == "OVERLOADED" || *c == "INVALID_INPUT" || *c == "REQUEST_TOO_LARGE"),
+            "{codes:?}"
+        );
+    }
+    replica.memory()
+}
+
+/// Calls in the runs of the measured phase of the per-run memory test.
+const MANY_RUNS: usize = 3_000;
+/// How far [`MANY_RUNS`] new runs may move a replica's resident memory:
+/// about 2.8 KiB a run. A replica that kept each run's record or
+/// observation (a few KiB each) would pass it; the map of ids alone would
+/// not be seen at this scale, which the admission map's structure rules out
+/// (it holds only principals with calls in flight).
+const MANY_RUNS_GROWTH_BOUND_KIB: u64 = 8 * 1024;
+
+/// `count` calls, each in a run of its own, `concurrency` at a time, over
+/// one HTTP client; every one must be READY.
+async fn calls_in_fresh_runs(replica: &Replica, count: usize, concurrency: usize) {
+    use futures::StreamExt as _;
+    let http = http_support::http_client();
+    let url = replica.url("/mcp");
+    let tag = support::fastrand_suffix();
+    futures::stream::iter(0..count)
+        .map(|i| {
+            let body = json!({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
+                "name": "query_logs",
+                "arguments": {"topic": "APPLICATION", "query": "timeout"},
+                "_meta": ids(&format!("run-{tag}-{i}"), "call_1")}});
+            let request = http
+                .post(&url)
+                .bearer_auth(TOKEN_A)
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .body(body.to_string());
+            async move {
+                let response = tokio::time::timeout(HANG_GUARD, request.send())
+                    .await
+                    .unwrap()
+                    .unwrap();
+                let reply: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+                let observation = &reply["result"]["structuredContent"];
+                assert_eq!(observation["evidence_status"], "EVIDENCE_FOUND", "{reply}");
+            }
+        })
+        .buffer_unordered(concurrency)
+        .collect::<()>()
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn per_run_memory_of_a_replica_does_not_grow_with_runs() {
+    let keys = Keys::new();
+    let server = store_redis::testing::RedisServer::spawn().unwrap();
+    let prefix = store_redis::testing::unique_prefix();
+    let config = config(&keys, &format!("[redis]\nkey_prefix = \"{prefix}\"\n"));
+    let replica = Replica::start(&config, &server.url(), &[]).await;
+    // Warm up: pools, connections, the allocator's arenas.
+    calls_in_fresh_runs(&replica, 500, 8).await;
+    let before = replica.memory();
+    calls_in_fresh_runs(&replica, MANY_RUNS, 8).await;
+    let after = replica.memory();
+    eprintln!("replica memory (KiB) before {MANY_RUNS} more runs {before:?}, after {after:?}");
+    assert!(
+        after.rss_kib.saturating_sub(before.rss_kib) < MANY_RUNS_GROWTH_BOUND_KIB,
+        "{MANY_RUNS} runs grew the replica from {before:?} to {after:?}"
+    );
+    let (status, stderr) = replica.stop().await;
+    assert!(status.success(), "{stderr}");
 }
 
 /// Polls `/metrics` until `aci_calls_in_flight` is `n` (bounded by the hang guard).
@@ -822,14 +1024,17 @@ async fn a_replica_killed_mid_call_is_recovered_and_never_reruns() {
         "[mysql.data_sources.shop]\nurl = \"{}\"\ntimeout_ms = 60000\n",
         db.reader_url()
     );
+    let log = GeneralLog::enable().await;
     let (store, config, mut replicas) = three_replicas(&keys, &extra).await;
     let run = unique("run");
+    let marker = marker();
+    let slow_sql = marked_slow_sql(&marker);
     let victim = replicas.remove(0);
     let slow = {
         let url = victim.url("/mcp");
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
             "name": "query_mysql",
-            "arguments": {"data_source": "shop", "sql": SLOW_SQL, "params": [0]},
+            "arguments": {"data_source": "shop", "sql": slow_sql, "params": [0]},
             "_meta": ids(&run, "call_killed")}});
         tokio::spawn(async move {
             http_support::http_client()
@@ -842,7 +1047,7 @@ async fn a_replica_killed_mid_call_is_recovered_and_never_reruns() {
                 .await
         })
     };
-    // Kill it once the call's record exists (the call is executing).
+    // Kill it once MariaDB runs the statement (the call is executing).
     let killed = |records: &[Value]| {
         records
             .iter()
@@ -850,7 +1055,7 @@ async fn a_replica_killed_mid_call_is_recovered_and_never_reruns() {
             .cloned()
     };
     tokio::time::timeout(HANG_GUARD, async {
-        while killed(&inspect(&store, &config, &run).await).is_none() {
+        while log.executions(&marker) == 0 {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     })
@@ -909,17 +1114,20 @@ async fn a_replica_killed_mid_call_is_recovered_and_never_reruns() {
         let again = call(
             &client,
             "query_mysql",
-            json!({"data_source": "shop", "sql": SLOW_SQL, "params": [0]}),
+            json!({"data_source": "shop", "sql": slow_sql, "params": [0]}),
             ids(&run, "call_killed"),
         )
         .await;
         assert_eq!(error_code(&again), "DUPLICATE_TOOL_CALL");
         client.cancel().await.unwrap();
     }
+    // MariaDB ran the statement once: on the killed replica, never again.
+    assert_eq!(log.executions(&marker), 1, "executions of the statement");
     other.cancel().await.unwrap();
     for replica in replicas {
         replica.stop().await;
     }
+    drop(log);
     db.drop().await;
 }
 

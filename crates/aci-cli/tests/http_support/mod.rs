@@ -1,11 +1,13 @@
 //! Test support of the HTTP server's tests, split by job: spawning and
 //! stopping `aci serve --http` replicas ([`replica`]), JWT keys and tokens
-//! ([`keys`]), and checking results against the frozen schemas
-//! ([`contract`]).
+//! ([`keys`]), checking results against the frozen schemas ([`contract`]),
+//! counting what MariaDB executed ([`general_log`]), and reading a
+//! replica's memory ([`replica::Replica::memory`]).
 
 #![allow(dead_code, unreachable_pub)]
 
 pub mod contract;
+pub mod general_log;
 pub mod keys;
 pub mod replica;
 

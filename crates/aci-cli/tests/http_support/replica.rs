@@ -126,6 +126,23 @@ impl Replica {
         self.child.id().unwrap()
     }
 
+    /// The process's resident memory now and at its peak (`VmRSS`, `VmHWM`
+    /// of `/proc/<pid>/status`), in KiB.
+    pub fn memory(&self) -> Memory {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        let kib = |key: &str| -> u64 {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+                .unwrap_or_else(|| panic!("no {key} in /proc/<pid>/status"))
+        };
+        Memory {
+            rss_kib: kib("VmRSS:"),
+            peak_kib: kib("VmHWM:"),
+        }
+    }
+
     /// Sends `signal` (e.g. `-TERM`, `-KILL`).
     pub fn signal(&self, signal: &str) {
         let status = std::process::Command::new("kill")
@@ -151,6 +168,15 @@ impl Replica {
         self.signal("-TERM");
         self.wait().await
     }
+}
+
+/// A replica's resident memory, in KiB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Memory {
+    /// Resident now (`VmRSS`).
+    pub rss_kib: u64,
+    /// The peak so far (`VmHWM`).
+    pub peak_kib: u64,
 }
 
 /// A raw JSON-RPC `tools/call` POST (no MCP handshake): what any HTTP client
