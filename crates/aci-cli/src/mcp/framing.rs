@@ -42,7 +42,7 @@ use serde_json::{Map, Value, json};
 use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
 use tokio::sync::{mpsc, oneshot};
 
-use super::shutdown::{CallGate, Phase};
+use super::shutdown::{CallGate, CallTicket, Phase};
 
 /// Longest line read (rmcp's own cap): a longer one is answered `-32600`
 /// and skipped without being held in memory.
@@ -64,6 +64,20 @@ const STOPPING: i64 = -32_000;
 /// exactly as sent (compact JSON). Rides in the request's extensions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct NonObjectArguments(pub(crate) String);
+
+/// A `tools/call` admitted by the transport when it read the request, before
+/// the end of input it may read right after: the handler takes this ticket
+/// instead of asking the gate again, so a call the client sent before it
+/// closed its input is run, never refused as "stopping".
+#[derive(Debug, Clone)]
+pub(crate) struct AdmittedCall(Arc<Mutex<Option<CallTicket>>>);
+
+impl AdmittedCall {
+    /// The ticket, once.
+    pub(crate) fn take(&self) -> Option<CallTicket> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+}
 
 /// Lines to the client, written in order by one task.
 #[derive(Debug, Clone)]
@@ -267,6 +281,16 @@ impl<R: AsyncRead + Unpin + Send> LineTransport<R> {
                 INVALID_REQUEST,
                 "Invalid Request: a request with this id is still in flight",
             ));
+        }
+        if let JsonRpcMessage::Request(request) = &mut message
+            && matches!(request.request, ClientRequest::CallToolRequest(_))
+        {
+            let Some(ticket) = self.gate.admit() else {
+                self.in_flight().remove(&id.to_string());
+                return Handled::Reply(error_line(Some(id), STOPPING, "the server is stopping"));
+            };
+            let admitted = AdmittedCall(Arc::new(Mutex::new(Some(ticket))));
+            request.request.extensions_mut().insert(admitted);
         }
         if let (Some(arguments), JsonRpcMessage::Request(request)) =
             (non_object_arguments, &mut message)
@@ -657,6 +681,31 @@ mod tests {
         assert_eq!(scan_id(br#"[{"id":1}]"#), None);
         assert_eq!(scan_id(b"\xff\xfe"), None);
         assert_eq!(scan_id(b""), None);
+    }
+
+    #[tokio::test]
+    async fn a_call_read_before_the_stop_is_admitted_when_read() {
+        let gate = CallGate::new();
+        let (writer, _task) = LineWriter::spawn(tokio::io::sink());
+        let transport = LineTransport::new(&b""[..], writer, gate.clone());
+        let line = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"query_logs","arguments":{}}}"#;
+        let Handled::Deliver(message) = transport.handle(line) else {
+            panic!("the call was not delivered");
+        };
+        // The end of input right after it: the server stops taking calls
+        // before its handler ran.
+        gate.advance(Phase::Draining);
+        assert!(gate.admit().is_none(), "a new call is refused");
+        assert_eq!(gate.in_flight(), 1, "the call read before is counted");
+        let JsonRpcMessage::Request(request) = *message else {
+            panic!("not a request");
+        };
+        let admitted = request.request.extensions().get::<AdmittedCall>().cloned();
+        let ticket = admitted.as_ref().and_then(AdmittedCall::take);
+        assert!(ticket.is_some(), "the handler gets the ticket");
+        assert!(admitted.and_then(|a| a.take()).is_none(), "only once");
+        drop((request, ticket));
+        assert_eq!(gate.in_flight(), 0);
     }
 
     async fn read_all(input: &[u8], max: usize) -> Vec<LineRead> {

@@ -17,7 +17,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
 use serde_json::Value;
 
-use super::framing::NonObjectArguments;
+use super::framing::{AdmittedCall, NonObjectArguments};
 use super::shutdown::CallGate;
 use crate::app::App;
 use crate::error::CliError;
@@ -126,7 +126,13 @@ impl AciServer {
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<ModelObservation, McpError> {
-        let Some(ticket) = self.gate.admit() else {
+        // Over stdio the transport admitted the call when it read it; over
+        // HTTP it is admitted here.
+        let admitted = context
+            .extensions
+            .get::<AdmittedCall>()
+            .and_then(AdmittedCall::take);
+        let Some(ticket) = admitted.or_else(|| self.gate.admit()) else {
             return Err(stopping());
         };
         let session = context
