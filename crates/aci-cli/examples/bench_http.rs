@@ -3,19 +3,31 @@
 //! replicas on one Redis, against the same calls made directly on a
 //! `ToolBoundary` over the same Redis in the same run (the baseline), at 1
 //! and 16 concurrent calls. Prints the ratios; the last line is
-//! machine-readable (`ratio_1r_c16=… ratio_3r_c16=…`).
+//! machine-readable (`ratio_1r_c16=… ratio_raw1r_c16=…`).
 //!
 //! Two clients drive the replicas: the rmcp client (what an MCP framework
-//! uses: its own service task, JSON-RPC (de)serialisation, reqwest), and raw
-//! HTTP POSTs of a pre-serialised request over keep-alive connections (what
-//! any HTTP client can send; its cost is close to the least a client pays).
-//! The client, the replicas and Redis share the machine's cores, so a
-//! client's own cost counts against the replica's figure: each row also
-//! prints CPU time per call of the bench process (the client; for the
-//! baseline, the boundary itself), of the replicas and of Redis, read from
-//! `/proc/<pid>/task/*/schedstat` and Redis's `INFO cpu`. A second direct
-//! row also renders each observation as JSON text once (what any
-//! integration hands the model); the baseline row does not.
+//! uses: its own service task, JSON-RPC (de)serialisation, reqwest), and a
+//! lean HTTP/1.1 client (hyper, one keep-alive connection per worker and
+//! replica, a JSON-RPC `tools/call` POSTed as text, READY read off the reply
+//! bytes: about the least a client can pay, so that the row shows the
+//! server rather than the client). The client, the replicas and Redis share
+//! the machine's cores, so a client's own cost counts against the replica's
+//! figure: each row also prints CPU time per call of the bench process (the
+//! client; for the baseline, the boundary itself), of the replicas and of
+//! Redis, read from `/proc/<pid>/task/*/schedstat` and Redis's `INFO cpu`.
+//! A second direct row also renders each observation as JSON text once
+//! (what any integration hands the model); the baseline row does not.
+//!
+//! Every row is measured `ACI_BENCH_ROUNDS` times (default 3), the rows of
+//! a round in a rotated order, each round on a fresh run. A row's figures
+//! are its median round's; a ratio is the median over the rounds of the
+//! row's rate over the baseline's rate in the same round (with the lowest
+//! and highest in brackets), so a slow spell of the machine moves both
+//! sides of a ratio. `ACI_BENCH_CALLS` sets the calls per row and round
+//! (default 5,000, after 300 warm-up calls).
+//!
+//! The bench process uses the allocator the `aci` binary uses, so the
+//! baseline and the replicas run the boundary on the same allocator.
 //!
 //! Needs `ACI_BIN` (the release `aci` binary; the xtask sets it) and a
 //! `redis-server` on PATH (spawned on a free loopback port). Loopback only,
@@ -23,10 +35,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use std::net::SocketAddr;
 use std::process::Stdio;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Bytes;
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
 use invocation_core::{RunContext, ToolBoundary, ToolEnvelope};
 use projectors_logs::{MockLogSource, query_logs_tool};
 use rmcp::model::{CallToolRequestParams, RequestMetaObject, RequestParamsMeta as _};
@@ -40,11 +58,27 @@ use store_redis::{RedisConfig, RedisStore};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::{Child, Command};
 
-const CALLS: usize = 5_000;
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+const DEFAULT_CALLS: usize = 5_000;
+const DEFAULT_ROUNDS: usize = 3;
 /// Calls before each measured row (connections, pools, caches).
 const WARM_UP: usize = 300;
 const ARGUMENTS: &str = r#"{"topic":"APPLICATION","query":"timeout"}"#;
 const TOKEN: &str = "bench-token-5d1e";
+
+fn env_count(name: &str, default: usize) -> usize {
+    match std::env::var(name) {
+        Ok(text) => text
+            .parse()
+            .ok()
+            .filter(|n| *n > 0)
+            .unwrap_or_else(|| panic!("{name} must be a positive whole number")),
+        Err(_) => default,
+    }
+}
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Stats {
@@ -135,51 +169,229 @@ struct Processes {
     redis: String,
 }
 
-/// Runs [`WARM_UP`] calls, then `CALLS` measured calls of `one(i)` with
-/// `concurrency` workers (call numbers go on from the warm-up's).
-async fn measure<F, Fut>(concurrency: usize, processes: &Processes, one: F) -> Stats
-where
-    F: Fn(usize) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = bool> + Send,
-{
-    let one = Arc::new(one);
-    for i in 0..WARM_UP {
-        assert!(one(CALLS + i).await, "warm-up call {i} was not READY");
+/// How a row's calls are made.
+enum Driver {
+    /// `ToolBoundary::invoke` in this process; `render` also turns each
+    /// observation into its JSON text.
+    Direct {
+        boundary: Arc<ToolBoundary>,
+        render: bool,
+    },
+    /// The rmcp client, call `i` on client `i % len`.
+    Rmcp(Arc<Vec<RunningService<RoleClient, ()>>>),
+    /// The lean HTTP client: each worker holds a connection to every
+    /// replica, call `i` goes to replica `i % len`.
+    Raw(Vec<SocketAddr>),
+}
+
+/// One worker's means of calling.
+enum Caller {
+    Direct {
+        boundary: Arc<ToolBoundary>,
+        render: bool,
+    },
+    Rmcp(Arc<Vec<RunningService<RoleClient, ()>>>),
+    Raw(Vec<(String, SendRequest<Full<Bytes>>)>),
+}
+
+impl Driver {
+    async fn caller(&self) -> Caller {
+        match self {
+            Self::Direct { boundary, render } => Caller::Direct {
+                boundary: Arc::clone(boundary),
+                render: *render,
+            },
+            Self::Rmcp(clients) => Caller::Rmcp(Arc::clone(clients)),
+            Self::Raw(addrs) => {
+                let mut connections = Vec::new();
+                for addr in addrs {
+                    connections.push((addr.to_string(), connect(*addr).await));
+                }
+                Caller::Raw(connections)
+            }
+        }
     }
-    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let cpu = Cpu::read(&processes.servers, &processes.redis).await;
-    let started = Instant::now();
-    let workers: Vec<_> = (0..concurrency)
-        .map(|_| {
-            let one = Arc::clone(&one);
+}
+
+/// One keep-alive HTTP/1.1 connection.
+async fn connect(addr: SocketAddr) -> SendRequest<Full<Bytes>> {
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.set_nodelay(true).unwrap();
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    sender
+}
+
+impl Caller {
+    /// Call number `i` of `run`, with tool call id `id`; whether it was READY.
+    async fn call(&mut self, i: usize, run: &str, id: String) -> bool {
+        match self {
+            Self::Direct { boundary, render } => {
+                let ctx = RunContext::new(aci_contracts::RunId::new(run).unwrap());
+                let envelope = ToolEnvelope::new(id, run, "query_logs", ARGUMENTS);
+                let observation = boundary.invoke(&ctx, envelope).await.observation;
+                !observation.is_error() && (!*render || !observation.to_json_string().is_empty())
+            }
+            Self::Rmcp(clients) => {
+                let mut params = CallToolRequestParams::new("query_logs")
+                    .with_arguments(serde_json::from_str(ARGUMENTS).unwrap());
+                let meta = json!({"aci/run_id": run, "aci/tool_call_id": id});
+                params.set_meta(RequestMetaObject::from(meta.as_object().unwrap().clone()));
+                let result = clients[i % clients.len()].call_tool(params).await.unwrap();
+                result.is_error == Some(false)
+            }
+            Self::Raw(connections) => {
+                let count = connections.len();
+                let (authority, sender) = &mut connections[i % count];
+                let body = format!(
+                    r#"{{"jsonrpc":"2.0","id":{i},"method":"tools/call","params":{{"name":"query_logs","arguments":{ARGUMENTS},"_meta":{{"aci/run_id":"{run}","aci/tool_call_id":"{id}"}}}}}}"#
+                );
+                let request = hyper::Request::post("/mcp")
+                    .header("host", authority.as_str())
+                    .header("authorization", format!("Bearer {TOKEN}"))
+                    .header("content-type", "application/json")
+                    .header("accept", "application/json, text/event-stream")
+                    .body(Full::new(Bytes::from(body)))
+                    .unwrap();
+                if sender.ready().await.is_err() {
+                    return false;
+                }
+                let Ok(response) = sender.send_request(request).await else {
+                    return false;
+                };
+                if response.status() != 200 {
+                    return false;
+                }
+                let Ok(body) = response.into_body().collect().await else {
+                    return false;
+                };
+                let needle = br#""isError":false"#;
+                body.to_bytes().windows(needle.len()).any(|w| w == needle)
+            }
+        }
+    }
+}
+
+/// Makes `count` calls of `run` with `callers.len()` workers (tool call ids
+/// `<tag><i>`); gives the callers back with every call's latency.
+async fn phase(
+    callers: Vec<Caller>,
+    run: &Arc<str>,
+    tag: &'static str,
+    count: usize,
+) -> (Vec<Caller>, Vec<Duration>) {
+    let next = Arc::new(AtomicUsize::new(0));
+    let workers: Vec<_> = callers
+        .into_iter()
+        .map(|mut caller| {
             let next = Arc::clone(&next);
+            let run = Arc::clone(run);
             tokio::spawn(async move {
                 let mut latencies = Vec::new();
                 loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    if i >= CALLS {
-                        return latencies;
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= count {
+                        return (caller, latencies);
                     }
-                    let t = Instant::now();
-                    assert!(one(i).await, "call {i} was not READY");
-                    latencies.push(t.elapsed());
+                    let started = Instant::now();
+                    assert!(
+                        caller.call(i, &run, format!("{tag}{i}")).await,
+                        "{tag}{i} was not READY"
+                    );
+                    latencies.push(started.elapsed());
                 }
             })
         })
         .collect();
-    let mut latencies = Vec::with_capacity(CALLS);
+    let mut callers = Vec::new();
+    let mut latencies = Vec::with_capacity(count);
     for worker in workers {
-        latencies.extend(worker.await.unwrap());
+        let (caller, mut own) = worker.await.unwrap();
+        callers.push(caller);
+        latencies.append(&mut own);
     }
+    (callers, latencies)
+}
+
+/// [`WARM_UP`] calls, then `calls` measured calls, `concurrency` at a time,
+/// in a fresh run.
+async fn measure(
+    driver: &Driver,
+    concurrency: usize,
+    processes: &Processes,
+    calls: usize,
+) -> Stats {
+    let run: Arc<str> = Arc::from(format!(
+        "run-bench-{}",
+        store_redis::testing::unique_prefix()
+    ));
+    let mut callers = Vec::new();
+    for _ in 0..concurrency {
+        callers.push(driver.caller().await);
+    }
+    let (callers, _) = phase(callers, &run, "warm_", WARM_UP).await;
+    let cpu = Cpu::read(&processes.servers, &processes.redis).await;
+    let started = Instant::now();
+    let (_, latencies) = phase(callers, &run, "call_", calls).await;
     let elapsed = started.elapsed();
     let end = Cpu::read(&processes.servers, &processes.redis).await;
-    let per_call = |from: u64, to: u64| to.saturating_sub(from) as f64 / 1e3 / CALLS as f64;
+    let per_call = |from: u64, to: u64| to.saturating_sub(from) as f64 / 1e3 / calls as f64;
     Stats {
         cpu_client_us: per_call(cpu.client, end.client),
         cpu_server_us: per_call(cpu.server, end.server),
         cpu_redis_us: per_call(cpu.redis, end.redis),
         ..stats(latencies, elapsed)
     }
+}
+
+/// The median of `values` (the upper one of an even count).
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// One row: how its calls are made and whose CPU it reads.
+struct Row {
+    label: &'static str,
+    /// The row's key in the last line (`ratio_<key>_c<concurrency>`).
+    key: &'static str,
+    driver: Driver,
+    processes: Processes,
+}
+
+/// A row's rounds, summed up against the baseline's rounds.
+struct Summary {
+    /// The round of the median rate.
+    median: Stats,
+    /// Median, lowest and highest of the per-round ratios to the baseline.
+    ratio: (f64, f64, f64),
+}
+
+fn summarize(rounds: &[Stats], baseline: &[Stats]) -> Summary {
+    let mut by_rate = rounds.to_vec();
+    by_rate.sort_by(|a, b| a.per_second.total_cmp(&b.per_second));
+    let ratios: Vec<f64> = rounds
+        .iter()
+        .zip(baseline)
+        .map(|(row, base)| row.per_second / base.per_second)
+        .collect();
+    let lowest = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+    let highest = ratios.iter().copied().fold(0.0, f64::max);
+    Summary {
+        median: by_rate[by_rate.len() / 2],
+        ratio: (median(ratios), lowest, highest),
+    }
+}
+
+fn print(label: &str, summary: &Summary) {
+    let s = summary.median;
+    let (ratio, low, high) = summary.ratio;
+    println!(
+        "{label:<34} {:>6.0} calls/s {ratio:.2} ({low:.2}-{high:.2})  p50 {:>5.2} ms  p99 {:>5.2} ms  CPU/call: client {:>4.0} us, replicas {:>4.0} us, Redis {:>3.0} us",
+        s.per_second, s.p50_ms, s.p99_ms, s.cpu_client_us, s.cpu_server_us, s.cpu_redis_us,
+    );
 }
 
 struct Replica {
@@ -234,84 +446,19 @@ async fn client(url: &str) -> RunningService<RoleClient, ()> {
     ().serve(transport).await.unwrap()
 }
 
-async fn through(
-    clients: Arc<Vec<RunningService<RoleClient, ()>>>,
-    concurrency: usize,
-    processes: &Processes,
-    run: String,
-) -> Stats {
-    measure(concurrency, processes, move |i| {
-        let clients = Arc::clone(&clients);
-        let run = run.clone();
-        async move {
-            let mut params = CallToolRequestParams::new("query_logs")
-                .with_arguments(serde_json::from_str(ARGUMENTS).unwrap());
-            let meta = json!({"aci/run_id": run, "aci/tool_call_id": format!("call_{i}")});
-            params.set_meta(RequestMetaObject::from(meta.as_object().unwrap().clone()));
-            let result = clients[i % clients.len()].call_tool(params).await.unwrap();
-            result.is_error == Some(false)
-        }
-    })
-    .await
-}
-
-/// The same calls as raw HTTP POSTs of a pre-serialised JSON-RPC request,
-/// over `urls` in turn, on one keep-alive client; a call is READY when the
-/// reply is 200 with `"isError":false`.
-async fn raw(
-    urls: Arc<Vec<String>>,
-    concurrency: usize,
-    processes: &Processes,
-    run: String,
-) -> Stats {
-    let http = reqwest::Client::builder()
-        .pool_max_idle_per_host(64)
-        .build()
-        .unwrap();
-    measure(concurrency, processes, move |i| {
-        let body = format!(
-            r#"{{"jsonrpc":"2.0","id":{i},"method":"tools/call","params":{{"name":"query_logs","arguments":{ARGUMENTS},"_meta":{{"aci/run_id":"{run}","aci/tool_call_id":"call_{i}"}}}}}}"#
-        );
-        let request = http
-            .post(&urls[i % urls.len()])
-            .bearer_auth(TOKEN)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .body(body);
-        async move {
-            let Ok(response) = request.send().await else {
-                return false;
-            };
-            if response.status() != 200 {
-                return false;
-            }
-            let body = response.bytes().await.unwrap_or_default();
-            memchr_find(&body, br#""isError":false"#)
-        }
-    })
-    .await
-}
-
-fn memchr_find(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
-}
-
-fn print(label: &str, s: Stats, baseline: Stats) {
-    println!(
-        "{label:<34} {:>7.0} calls/s ({:.2})  p50 {:>5.2} ms  p99 {:>5.2} ms  CPU/call: client {:>4.0} us, replicas {:>4.0} us, Redis {:>3.0} us",
-        s.per_second,
-        s.per_second / baseline.per_second,
-        s.p50_ms,
-        s.p99_ms,
-        s.cpu_client_us,
-        s.cpu_server_us,
-        s.cpu_redis_us,
-    );
+/// The socket address of a replica's `http://ADDR/mcp` URL.
+fn socket_addr(url: &str) -> SocketAddr {
+    url.trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .parse()
+        .unwrap()
 }
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let bin = std::env::var("ACI_BIN").expect("ACI_BIN: the aci binary to benchmark");
+    let calls = env_count("ACI_BENCH_CALLS", DEFAULT_CALLS);
+    let rounds = env_count("ACI_BENCH_ROUNDS", DEFAULT_ROUNDS);
     let server = RedisServer::spawn().unwrap();
     let store_url = server.url();
     let digest: String = {
@@ -350,113 +497,115 @@ async fn main() {
     }
     let three_clients = Arc::new(clients);
 
-    let redis_addr = store_url
+    let redis = store_url
         .trim_start_matches("redis://")
         .trim_end_matches('/')
         .to_owned();
-    let direct_processes = Processes {
+    let direct = Processes {
         servers: Vec::new(),
-        redis: redis_addr.clone(),
+        redis: redis.clone(),
     };
-    let one_processes = Processes {
+    let one_replica = Processes {
         servers: vec![one.pid()],
-        redis: redis_addr.clone(),
+        redis: redis.clone(),
     };
-    let three_processes = Processes {
+    let three_replicas = Processes {
         servers: three.iter().map(Replica::pid).collect(),
-        redis: redis_addr,
+        redis,
     };
-    let one_urls = Arc::new(vec![one.url.clone()]);
-    let three_urls = Arc::new(three.iter().map(|r| r.url.clone()).collect::<Vec<_>>());
+    let rows = [
+        Row {
+            label: "  direct boundary (baseline)",
+            key: "direct",
+            driver: Driver::Direct {
+                boundary: Arc::clone(&boundary),
+                render: false,
+            },
+            processes: direct.clone(),
+        },
+        Row {
+            label: "  direct, observation as text",
+            key: "rendered",
+            driver: Driver::Direct {
+                boundary: Arc::clone(&boundary),
+                render: true,
+            },
+            processes: direct,
+        },
+        Row {
+            label: "  one replica, rmcp client",
+            key: "1r",
+            driver: Driver::Rmcp(one_clients),
+            processes: one_replica.clone(),
+        },
+        Row {
+            label: "  three replicas, rmcp client",
+            key: "3r",
+            driver: Driver::Rmcp(three_clients),
+            processes: three_replicas.clone(),
+        },
+        Row {
+            label: "  one replica, lean HTTP client",
+            key: "raw1r",
+            driver: Driver::Raw(vec![socket_addr(&one.url)]),
+            processes: one_replica,
+        },
+        Row {
+            label: "  three replicas, lean HTTP client",
+            key: "raw3r",
+            driver: Driver::Raw(three.iter().map(|r| socket_addr(&r.url)).collect()),
+            processes: three_replicas,
+        },
+    ];
 
+    // `ACI_BENCH_ROWS=raw1r,1r` measures those rows (and the baseline) only.
+    let wanted = std::env::var("ACI_BENCH_ROWS").ok();
+    let rows: Vec<Row> = rows
+        .into_iter()
+        .filter(|row| {
+            row.key == "direct"
+                || wanted
+                    .as_deref()
+                    .is_none_or(|keys| keys.split(',').any(|k| k.trim() == row.key))
+        })
+        .collect();
+    let concurrencies: Vec<usize> = std::env::var("ACI_BENCH_CONCURRENCY").map_or_else(
+        |_| vec![1, 16],
+        |text| {
+            text.split(',')
+                .map(|c| c.trim().parse().expect("ACI_BENCH_CONCURRENCY: numbers"))
+                .collect()
+        },
+    );
     println!(
-        "{CALLS} query_logs calls per row (after {WARM_UP} warm-up calls), distinct tool call ids, Redis at loopback; ratio to the direct boundary in brackets"
+        "{calls} query_logs calls per row and round (after {WARM_UP} warm-up calls), {rounds} rounds, distinct tool call ids, Redis at loopback"
+    );
+    println!(
+        "figures of the median round; ratio to the direct boundary: median of the rounds (lowest-highest)"
     );
     let mut last = Vec::new();
-    for concurrency in [1, 16] {
-        let run = |tag: &str| {
-            format!(
-                "run-{tag}-c{concurrency}-{}",
-                store_redis::testing::unique_prefix()
-            )
-        };
-        let direct = {
-            let boundary = Arc::clone(&boundary);
-            let run = run("direct");
-            measure(concurrency, &direct_processes, move |i| {
-                let boundary = Arc::clone(&boundary);
-                let run = run.clone();
-                async move {
-                    let ctx = RunContext::new(aci_contracts::RunId::new(run.clone()).unwrap());
-                    let envelope =
-                        ToolEnvelope::new(format!("call_{i}"), run, "query_logs", ARGUMENTS);
-                    !boundary.invoke(&ctx, envelope).await.observation.is_error()
-                }
-            })
-            .await
-        };
-        // The same, handing the model its observation as JSON text once (what
-        // any integration does with it, and the least a server sends).
-        let rendered = {
-            let boundary = Arc::clone(&boundary);
-            let run = run("rendered");
-            measure(concurrency, &direct_processes, move |i| {
-                let boundary = Arc::clone(&boundary);
-                let run = run.clone();
-                async move {
-                    let ctx = RunContext::new(aci_contracts::RunId::new(run.clone()).unwrap());
-                    let envelope =
-                        ToolEnvelope::new(format!("call_{i}"), run, "query_logs", ARGUMENTS);
-                    let observation = boundary.invoke(&ctx, envelope).await.observation;
-                    !observation.is_error() && !observation.to_json_string().is_empty()
-                }
-            })
-            .await
-        };
-        let r1 = through(
-            Arc::clone(&one_clients),
-            concurrency,
-            &one_processes,
-            run("1r"),
-        )
-        .await;
-        let r3 = through(
-            Arc::clone(&three_clients),
-            concurrency,
-            &three_processes,
-            run("3r"),
-        )
-        .await;
-        let raw1 = raw(
-            Arc::clone(&one_urls),
-            concurrency,
-            &one_processes,
-            run("raw1r"),
-        )
-        .await;
-        let raw3 = raw(
-            Arc::clone(&three_urls),
-            concurrency,
-            &three_processes,
-            run("raw3r"),
-        )
-        .await;
+    for concurrency in concurrencies {
+        let mut measured: Vec<Vec<Stats>> = rows.iter().map(|_| Vec::new()).collect();
+        for round in 0..rounds {
+            for k in 0..rows.len() {
+                let index = (round + k) % rows.len();
+                let row = &rows[index];
+                let stats = measure(&row.driver, concurrency, &row.processes, calls).await;
+                measured[index].push(stats);
+            }
+        }
         println!("concurrency {concurrency}");
-        print("  direct boundary (baseline)", direct, direct);
-        print("  direct, observation as text", rendered, direct);
-        print("  one replica, rmcp client", r1, direct);
-        print("  three replicas, rmcp client", r3, direct);
-        print("  one replica, raw HTTP client", raw1, direct);
-        print("  three replicas, raw HTTP client", raw3, direct);
-        let ratio = |s: Stats| s.per_second / direct.per_second;
-        last.push(format!(
-            "ratio_1r_c{concurrency}={:.2} ratio_3r_c{concurrency}={:.2} ratio_raw1r_c{concurrency}={:.2} ratio_raw3r_c{concurrency}={:.2} ratio_1r_rendered_c{concurrency}={:.2}",
-            ratio(r1),
-            ratio(r3),
-            ratio(raw1),
-            ratio(raw3),
-            r1.per_second / rendered.per_second,
-        ));
+        let baseline = &measured[0];
+        for (row, rounds) in rows.iter().zip(&measured) {
+            let summary = summarize(rounds, baseline);
+            print(row.label, &summary);
+            if row.key != "direct" {
+                last.push(format!(
+                    "ratio_{}_c{concurrency}={:.2}",
+                    row.key, summary.ratio.0
+                ));
+            }
+        }
     }
     let _ = std::fs::remove_file(&config);
     println!("{}", last.join(" "));

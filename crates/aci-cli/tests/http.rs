@@ -730,11 +730,13 @@ const FLOOD_REQUESTS: usize = 256;
 const FLOOD_BODY_BYTES: usize = 40_000;
 /// How far the replica's peak may rise over seven floods of [`FLOOD_REQUESTS`]
 /// (~10 MB of bodies each): generous, for the allocator's arenas and the
-/// connections' buffers (a debug build measured 47 to 51 MiB).
+/// connections' buffers (debug builds measured 47 to 51 MiB on glibc's
+/// malloc, 47 MiB on jemalloc, the `aci` binary's allocator now).
 const OVERLOAD_PEAK_BOUND_KIB: u64 = 96 * 1024;
 /// How far four more floods may move the resident memory once three have
-/// run (debug builds measured 4 to 19 MiB: the memory store's records and
-/// glibc's arenas, which grow in steps and are not given back); a replica
+/// run (debug builds measured 4 to 19 MiB on glibc's malloc, whose arenas
+/// grow in steps and are not given back, and none on jemalloc: the memory
+/// store's records and the allocator's caches); a replica
 /// that queued the refused requests or kept their bodies would keep about a
 /// flood's 10 MB each round, 40 MB over four (more with their parsed JSON).
 const ROUNDS_GROWTH_BOUND_KIB: u64 = 32 * 1024;
