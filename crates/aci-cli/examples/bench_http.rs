@@ -18,13 +18,15 @@
 //! A second direct row also renders each observation as JSON text once
 //! (what any integration hands the model); the baseline row does not.
 //!
-//! Every row is measured `ACI_BENCH_ROUNDS` times (default 3), the rows of
+//! Every row is measured `ACI_BENCH_ROUNDS` times (default 5), the rows of
 //! a round in a rotated order, each round on a fresh run. A row's figures
 //! are its median round's; a ratio is the median over the rounds of the
 //! row's rate over the baseline's rate in the same round (with the lowest
 //! and highest in brackets), so a slow spell of the machine moves both
 //! sides of a ratio. `ACI_BENCH_CALLS` sets the calls per row and round
-//! (default 5,000, after 300 warm-up calls).
+//! (default 4,000, after 300 warm-up calls); `ACI_BENCH_CONCURRENCY=16` and
+//! `ACI_BENCH_ROWS=raw1r,1r` measure at that concurrency and those rows
+//! (with the baseline) only.
 //!
 //! The bench process uses the allocator the `aci` binary uses, so the
 //! baseline and the replicas run the boundary on the same allocator.
@@ -62,8 +64,8 @@ use tokio::process::{Child, Command};
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-const DEFAULT_CALLS: usize = 5_000;
-const DEFAULT_ROUNDS: usize = 3;
+const DEFAULT_CALLS: usize = 4_000;
+const DEFAULT_ROUNDS: usize = 5;
 /// Calls before each measured row (connections, pools, caches).
 const WARM_UP: usize = 300;
 const ARGUMENTS: &str = r#"{"topic":"APPLICATION","query":"timeout"}"#;
@@ -267,8 +269,7 @@ impl Caller {
                 let Ok(body) = response.into_body().collect().await else {
                     return false;
                 };
-                let needle = br#""isError":false"#;
-                body.to_bytes().windows(needle.len()).any(|w| w == needle)
+                memchr::memmem::find(&body.to_bytes(), br#""isError":false"#).is_some()
             }
         }
     }
