@@ -491,6 +491,12 @@ async fn main() {
         replica(&bin, &store_url, &config).await,
         replica(&bin, &store_url, &config).await,
     ];
+    // `ACI_BENCH_COMPARE_BIN`: another `aci` binary, measured in the same
+    // rounds as one more replica (a paired comparison of two builds).
+    let compare = match std::env::var("ACI_BENCH_COMPARE_BIN") {
+        Ok(other) => Some(replica(&other, &store_url, &config).await),
+        Err(_) => None,
+    };
     let one_clients = Arc::new(vec![client(&one.url).await]);
     let mut clients = Vec::new();
     for r in &three {
@@ -514,7 +520,7 @@ async fn main() {
         servers: three.iter().map(Replica::pid).collect(),
         redis,
     };
-    let rows = [
+    let mut rows = vec![
         Row {
             label: "  direct boundary (baseline)",
             key: "direct",
@@ -549,7 +555,7 @@ async fn main() {
             label: "  one replica, lean HTTP client",
             key: "raw1r",
             driver: Driver::Raw(vec![socket_addr(&one.url)]),
-            processes: one_replica,
+            processes: one_replica.clone(),
         },
         Row {
             label: "  three replicas, lean HTTP client",
@@ -559,6 +565,24 @@ async fn main() {
         },
     ];
 
+    if let Some(other) = &compare {
+        let processes = Processes {
+            servers: vec![other.pid()],
+            redis: one_replica.redis.clone(),
+        };
+        rows.push(Row {
+            label: "  compared replica, rmcp client",
+            key: "cmp1r",
+            driver: Driver::Rmcp(Arc::new(vec![client(&other.url).await])),
+            processes: processes.clone(),
+        });
+        rows.push(Row {
+            label: "  compared replica, lean HTTP client",
+            key: "cmpraw1r",
+            driver: Driver::Raw(vec![socket_addr(&other.url)]),
+            processes,
+        });
+    }
     // `ACI_BENCH_ROWS=raw1r,1r` measures those rows (and the baseline) only.
     let wanted = std::env::var("ACI_BENCH_ROWS").ok();
     let rows: Vec<Row> = rows

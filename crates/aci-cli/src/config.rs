@@ -74,6 +74,9 @@ pub(crate) struct ServeSection {
     /// `--http`: calls running at once per principal in this replica
     /// (default: only the replica's limit).
     pub(crate) max_in_flight_per_principal: Option<usize>,
+    /// `--http`: threads serving connections, each on a runtime of its own
+    /// (default: the available cores).
+    pub(crate) workers: Option<usize>,
     /// `--http`: `Host` header values accepted (DNS rebinding protection;
     /// default: the loopback names).
     pub(crate) allowed_hosts: Option<Vec<String>>,

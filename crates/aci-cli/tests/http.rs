@@ -395,6 +395,36 @@ async fn it_refuses_to_start_without_auth_unless_told() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn zero_serve_limits_are_one_line_errors() {
+    for (body, needle) in [
+        ("[serve]\nworkers = 0\n", "workers must be at least 1"),
+        ("[serve]\nmax_in_flight = 0\n", "max_in_flight limits"),
+        (
+            "[serve]\nmax_in_flight_per_principal = 0\n",
+            "max_in_flight limits",
+        ),
+    ] {
+        let path = temp_file("zero.toml", body);
+        let output = support::replica::aci(&[
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--insecure-no-auth",
+            "--config",
+            path.to_str().unwrap(),
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+        let stderr = String::from_utf8(output.stderr).unwrap();
+        assert_eq!(output.status.code(), Some(1), "{body}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{body}: {stderr}");
+        assert!(stderr.contains(needle), "{body}: {stderr}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn operations_endpoints_and_body_limit() {
     let keys = Keys::new();
     let replica = Replica::start(&config(&keys, ""), "memory", &[]).await;

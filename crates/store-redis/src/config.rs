@@ -130,7 +130,8 @@ impl RedisConfig {
     }
 
     /// How many multiplexed connections the store opens and shares (round
-    /// robin) among all its operations. Default 4.
+    /// robin) among the operations of each tokio runtime that uses it
+    /// (connections belong to the runtime that opened them). Default 4.
     #[must_use]
     pub const fn pool_size(mut self, size: usize) -> Self {
         self.pool_size = size;

@@ -19,9 +19,21 @@
 //!
 //! The hot path stays one round trip per operation, and costs a mutex
 //! (uncontended in practice) and the clone of a connection handle.
+//!
+//! Slots belong to the tokio runtime that uses them: each runtime that
+//! operates on the store gets its own `pool_size` slots, opened (and so
+//! driven: a redis-rs connection's I/O runs in a task spawned where it was
+//! opened) on that runtime. An application with one runtime sees one set;
+//! one with a single-threaded runtime per core (as `aci serve --http`)
+//! keeps each request's Redis traffic on the thread that serves it, instead
+//! of waking another core's runtime for every reply, and never uses a
+//! connection whose runtime has stopped. A group is kept for the store's
+//! life (runtime ids are never reused, so a stopped runtime's group is just
+//! never used again): an application that starts runtimes without end
+//! should give each its own store.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster::ClusterClient;
@@ -110,23 +122,62 @@ struct Slot {
     connecting: tokio::sync::Mutex<()>,
 }
 
-/// The slots and the epoch that retires their connections.
-pub(crate) struct Pool {
-    target: Target,
+/// One runtime's slots, taken in turn.
+struct Group {
+    /// The runtime they belong to (`None`: operations outside any runtime,
+    /// which the store does not make, kept for completeness).
+    runtime: Option<tokio::runtime::Id>,
     slots: Box<[Slot]>,
     next: AtomicUsize,
+}
+
+/// The slot groups and the epoch that retires their connections.
+pub(crate) struct Pool {
+    target: Target,
+    size: usize,
+    /// One group per runtime that has used the store, in first-use order
+    /// (a handful: a lookup is a read lock and a short scan).
+    groups: RwLock<Vec<Arc<Group>>>,
     epoch: AtomicU64,
 }
 
 impl Pool {
-    /// `size` slots (at least one) for `target`; connects lazily.
+    /// `size` slots (at least one) per runtime for `target`; connects
+    /// lazily.
     pub(crate) fn new(target: Target, size: usize) -> Self {
         Self {
             target,
-            slots: (0..size.max(1)).map(|_| Slot::default()).collect(),
-            next: AtomicUsize::new(0),
+            size: size.max(1),
+            groups: RwLock::new(Vec::new()),
             epoch: AtomicU64::new(0),
         }
+    }
+
+    /// The current runtime's group, made on its first use.
+    fn group(&self) -> Arc<Group> {
+        let runtime = tokio::runtime::Handle::try_current()
+            .ok()
+            .map(|handle| handle.id());
+        let find = |groups: &[Arc<Group>]| {
+            groups
+                .iter()
+                .find(|group| group.runtime == runtime)
+                .map(Arc::clone)
+        };
+        if let Some(group) = find(&read(&self.groups)) {
+            return group;
+        }
+        let mut groups = write(&self.groups);
+        if let Some(group) = find(&groups) {
+            return group;
+        }
+        let group = Arc::new(Group {
+            runtime,
+            slots: (0..self.size).map(|_| Slot::default()).collect(),
+            next: AtomicUsize::new(0),
+        });
+        groups.push(Arc::clone(&group));
+        group
     }
 
     /// Retires every connection opened so far.
@@ -140,8 +191,9 @@ impl Pool {
     /// # Errors
     /// The driver's error when a connection cannot be opened.
     pub(crate) async fn get(&self) -> Result<Conn, RedisError> {
-        let index = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
-        let slot = &self.slots[index];
+        let group = self.group();
+        let index = group.next.fetch_add(1, Ordering::Relaxed) % group.slots.len();
+        let slot = &group.slots[index];
         if let Some(conn) = self.usable(slot) {
             return Ok(conn);
         }
@@ -191,6 +243,15 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// The group list is only ever pushed to whole: a poisoned lock is still good.
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(PoisonError::into_inner)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -213,11 +274,46 @@ mod tests {
     async fn a_failed_connect_leaves_the_slot_empty() {
         let pool = unreachable_pool(2);
         assert!(pool.get().await.is_err());
-        assert!(pool.slots.iter().all(|slot| lock(&slot.live).is_none()));
+        let group = pool.group();
+        assert!(group.slots.iter().all(|slot| lock(&slot.live).is_none()));
+    }
+
+    #[tokio::test]
+    async fn a_zero_size_still_has_one_slot() {
+        assert_eq!(unreachable_pool(0).group().slots.len(), 1);
     }
 
     #[test]
-    fn a_zero_size_still_has_one_slot() {
-        assert_eq!(unreachable_pool(0).slots.len(), 1);
+    fn each_runtime_has_its_own_slots() {
+        let pool = Arc::new(unreachable_pool(3));
+        let runtime = || {
+            tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap()
+        };
+        let (one, two) = (runtime(), runtime());
+        let a = one.block_on(async { pool.group() });
+        let again = one.block_on(async { pool.group() });
+        let b = two.block_on(async { pool.group() });
+        assert!(Arc::ptr_eq(&a, &again));
+        assert!(!Arc::ptr_eq(&a, &b));
+        assert_eq!((a.slots.len(), b.slots.len()), (3, 3));
+        // A runtime used from several threads is one runtime.
+        let shared = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .build()
+            .unwrap();
+        let groups: Vec<_> = (0..8)
+            .map(|_| {
+                let pool = Arc::clone(&pool);
+                shared.spawn(async move { pool.group() })
+            })
+            .collect();
+        let groups: Vec<_> = groups
+            .into_iter()
+            .map(|g| shared.block_on(g).unwrap())
+            .collect();
+        assert!(groups.iter().all(|g| Arc::ptr_eq(g, &groups[0])));
+        assert_eq!(read(&pool.groups).len(), 3);
     }
 }

@@ -61,18 +61,10 @@ const HEADER_SESSION_ID: &str = "mcp-session-id";
 pub(crate) struct Connection(pub(crate) Arc<str>);
 
 impl Connection {
-    fn fresh() -> Self {
+    /// A connection's fresh name: `http-` and 16 random hex digits.
+    pub(crate) fn fresh() -> Self {
         let random = uuid::Uuid::new_v4().simple().to_string();
         Self(Arc::from(format!("http-{}", &random[..16])))
-    }
-}
-
-impl
-    axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, tokio::net::TcpListener>>
-    for Connection
-{
-    fn connect_info(_stream: axum::serve::IncomingStream<'_, tokio::net::TcpListener>) -> Self {
-        Self::fresh()
     }
 }
 

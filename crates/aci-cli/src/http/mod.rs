@@ -31,6 +31,7 @@ mod handler;
 mod metrics;
 mod ops;
 mod ownership;
+mod workers;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,10 +46,11 @@ use tower_http::limit::RequestBodyLimitLayer;
 
 use self::admission::Admission;
 use self::auth::{AuthLayerState, Authenticator, require_bearer};
-use self::handler::{Connection, HttpHandler, PathRun, Shared};
+use self::handler::{HttpHandler, PathRun, Shared};
 use self::metrics::Metrics;
 pub(crate) use self::metrics::execution_metrics_layer;
 use self::ops::OpsState;
+use self::workers::Workers;
 use crate::app::App;
 use crate::config::Config;
 use crate::error::CliError;
@@ -74,6 +76,19 @@ pub(crate) struct HttpOptions {
 
 /// Serves until SIGTERM/SIGINT, then drains.
 pub(crate) async fn serve(app: App, config: &Config, options: HttpOptions) -> Result<(), CliError> {
+    // Settings are checked before anything is said at start: an error is
+    // the one line on stderr.
+    let max_in_flight = config.serve.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT);
+    let worker_count = match config.serve.workers {
+        Some(0) => return Err(CliError::config("serve: workers must be at least 1")),
+        Some(n) => n,
+        None => std::thread::available_parallelism().map_or(1, usize::from),
+    };
+    if max_in_flight == 0 || config.serve.max_in_flight_per_principal == Some(0) {
+        return Err(CliError::config(
+            "serve: max_in_flight limits must be at least 1",
+        ));
+    }
     let authenticator = Authenticator::from_config(&config.auth)?;
     match (&authenticator, options.insecure_no_auth) {
         (None, false) => {
@@ -95,12 +110,6 @@ pub(crate) async fn serve(app: App, config: &Config, options: HttpOptions) -> Re
         eprintln!(
             "aci: the memory store keeps records in this process only: run one replica (use a Redis store for several)"
         );
-    }
-    let max_in_flight = config.serve.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT);
-    if max_in_flight == 0 || config.serve.max_in_flight_per_principal == Some(0) {
-        return Err(CliError::config(
-            "serve: max_in_flight limits must be at least 1",
-        ));
     }
     let metrics = Arc::new(Metrics::new().map_err(|e| CliError::config(format!("metrics: {e}")))?);
     let body_limit = app
@@ -172,23 +181,25 @@ pub(crate) async fn serve(app: App, config: &Config, options: HttpOptions) -> Re
         .map_err(|e| CliError::config(format!("cannot listen on {}: {e}", options.addr)))?;
     eprintln!("aci: serving MCP over HTTP at http://{local}/mcp");
 
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let service = router.into_make_service_with_connect_info::<Connection>();
-    let server = axum::serve(listener, service).with_graceful_shutdown(async move {
-        let _ = stopped.await;
-    });
-    let mut server = tokio::spawn(server.into_future());
+    let mut workers = Workers::start(worker_count, &router, local)
+        .map_err(|e| CliError::config(format!("cannot start the HTTP workers: {e}")))?;
     tokio::select! {
-        result = &mut server => return server_end(result),
+        () = accept(&listener, &mut workers) => {}
         () = signals.next() => {}
     }
+    drop(listener);
     eprintln!(
         "aci: stopping: no new connections; calls in flight may finish for up to {}s",
         drain.as_secs()
     );
-    let _ = stop.send(());
+    workers.stop();
     let abandoned = tokio::select! {
-        result = &mut server => { server_end(result)?; false }
+        result = workers.finished() => {
+            if let Err(e) = result {
+                eprintln!("aci: the HTTP server failed: {e}");
+            }
+            false
+        }
         () = tokio::time::sleep(drain) => true,
         () = signals.next() => true,
     };
@@ -203,11 +214,37 @@ pub(crate) async fn serve(app: App, config: &Config, options: HttpOptions) -> Re
         })
         .await;
         cancel.cancel();
-        let _ = tokio::time::timeout(Duration::from_secs(5), &mut server).await;
-        server.abort();
+        let _ = tokio::time::timeout(Duration::from_secs(5), workers.finished()).await;
     }
     drain_abandoned(&shared.app).await;
+    workers.exit(Duration::from_secs(5)).await;
     Ok(())
+}
+
+/// Accepts connections for ever, handing each to a worker.
+async fn accept(listener: &tokio::net::TcpListener, workers: &mut Workers) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => workers.dispatch(stream),
+            // A connection that failed before it was accepted: the next one.
+            Err(e) if is_connection_error(&e) => {}
+            // Out of file descriptors and the like: retry after a pause
+            // rather than spin.
+            Err(e) => {
+                tracing::error!(error = %e, "accepting a connection failed");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+}
+
+fn is_connection_error(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::ConnectionRefused
+            | std::io::ErrorKind::ConnectionAborted
+            | std::io::ErrorKind::ConnectionReset
+    )
 }
 
 /// Waits until the boundary has sent the finalizations of abandoned calls
@@ -224,14 +261,6 @@ async fn drain_abandoned(app: &App) {
     }
     // Abandoned MySQL statements are killed on the server, not left running.
     let _ = tokio::time::timeout(Duration::from_secs(5), projectors_mysql::drain_kills()).await;
-}
-
-fn server_end(result: Result<std::io::Result<()>, tokio::task::JoinError>) -> Result<(), CliError> {
-    match result {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(CliError::config(format!("the HTTP server failed: {e}"))),
-        Err(_) => Err(CliError::config("the HTTP server stopped unexpectedly")),
-    }
 }
 
 /// Puts the run of a `/runs/<run_id>/mcp` URL into the request.

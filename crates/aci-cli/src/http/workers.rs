@@ -1,0 +1,410 @@
+//! Thread-per-core serving: one acceptor, `[serve] workers` threads that
+//! each run a single-threaded tokio runtime and serve the connections handed
+//! to them, whole.
+//!
+//! # Why
+//!
+//! A `tools/call` over rmcp's Streamable HTTP transport spawns several tasks
+//! (its per-request service, the handler, the response) and passes messages
+//! between them. On a work-stealing runtime each spawn and wake may unpark
+//! another worker thread, which steals the task: the request hops between
+//! cores, and every hop is a cross-core wake (an inter-processor interrupt,
+//! a VM exit on a virtual machine). Measured on two cores, a replica on the
+//! work-stealing runtime spent about 1.7 context switches and 620 µs of CPU
+//! per call; with each connection kept on one thread, under 0.1 context
+//! switches and about 400 µs (docs/performance.md).
+//!
+//! # How
+//!
+//! The acceptor (on the main runtime) takes each connection and hands its
+//! socket to the worker with the fewest open connections (ties: the next in
+//! turn), where it is registered with that worker's reactor and served by
+//! axum, with its graceful shutdown. A worker keeps running after its
+//! connections are done until [`Workers::exit`]: finalizations the boundary
+//! spawned for abandoned calls run on the worker's runtime and must finish
+//! first.
+//!
+//! # Invariants
+//!
+//! - A connection lives on one worker from accept to close.
+//! - A worker's runtime outlives every task spawned on it that the process
+//!   waits for (finalizations of abandoned calls), because it only stops at
+//!   [`Workers::exit`], after the server drained them.
+
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::Router;
+use axum::serve::{IncomingStream, Listener};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::{mpsc, watch};
+
+use super::handler::Connection;
+
+/// A connection's socket on its way to a worker, counted open there.
+struct Handoff {
+    socket: std::net::TcpStream,
+    open: OpenConnection,
+}
+
+/// One open connection in its worker's count; counts it closed when
+/// dropped, wherever the connection ends (a failed handoff included).
+struct OpenConnection(Arc<AtomicUsize>);
+
+impl OpenConnection {
+    fn new(count: &Arc<AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        Self(Arc::clone(count))
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The worker threads of one server.
+pub(crate) struct Workers {
+    queues: Vec<mpsc::UnboundedSender<Handoff>>,
+    open: Vec<Arc<AtomicUsize>>,
+    next: usize,
+    stop: watch::Sender<bool>,
+    exit: watch::Sender<bool>,
+    served: mpsc::UnboundedReceiver<io::Result<()>>,
+    running: usize,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Workers {
+    /// Starts `count` (at least one) worker threads serving `router`.
+    ///
+    /// # Errors
+    /// When a thread or its runtime cannot be started.
+    pub(crate) fn start(count: usize, router: &Router, local: SocketAddr) -> io::Result<Self> {
+        let (stop, _) = watch::channel(false);
+        let (exit, _) = watch::channel(false);
+        let (served_tx, served) = mpsc::unbounded_channel();
+        let mut queues = Vec::new();
+        let mut open = Vec::new();
+        let mut threads = Vec::new();
+        for index in 0..count.max(1) {
+            let (queue, incoming) = mpsc::unbounded_channel();
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let listener = WorkerListener { incoming, local };
+            let service = router
+                .clone()
+                .into_make_service_with_connect_info::<Connection>();
+            let mut stopping = stop.subscribe();
+            let mut exiting = exit.subscribe();
+            let served_tx = served_tx.clone();
+            let thread = std::thread::Builder::new()
+                .name(format!("aci-http-{index}"))
+                .spawn(move || {
+                    runtime.block_on(async move {
+                        let server =
+                            axum::serve(listener, service).with_graceful_shutdown(async move {
+                                let _ = stopping.wait_for(|stop| *stop).await;
+                            });
+                        tokio::select! {
+                            result = server.into_future() => {
+                                let _ = served_tx.send(result);
+                            }
+                            _ = exiting.wait_for(|exit| *exit) => return,
+                        }
+                        let _ = exiting.wait_for(|exit| *exit).await;
+                    });
+                })?;
+            queues.push(queue);
+            open.push(Arc::new(AtomicUsize::new(0)));
+            threads.push(thread);
+        }
+        Ok(Self {
+            running: queues.len(),
+            queues,
+            open,
+            next: 0,
+            stop,
+            exit,
+            served,
+            threads,
+        })
+    }
+
+    /// Hands an accepted connection to the worker with the fewest open ones
+    /// (of those still running).
+    pub(crate) fn dispatch(&mut self, stream: tokio::net::TcpStream) {
+        // Deregistered from this runtime's reactor; the worker registers it
+        // with its own.
+        let Ok(socket) = stream.into_std() else {
+            return;
+        };
+        let count = self.queues.len();
+        let start = self.next;
+        self.next = (self.next + 1) % count;
+        let chosen = (0..count)
+            .map(|k| (start + k) % count)
+            .filter(|i| !self.queues[*i].is_closed())
+            .min_by_key(|i| self.open[*i].load(Ordering::Relaxed));
+        let Some(index) = chosen else {
+            // No worker left (each one's thread ended): the socket closes.
+            tracing::error!("no HTTP worker is running; a connection was closed");
+            return;
+        };
+        let open = OpenConnection::new(&self.open[index]);
+        // A worker that ended since drops the handoff: the socket closes and
+        // the count goes back down.
+        let _ = self.queues[index].send(Handoff { socket, open });
+    }
+
+    /// Stops taking connections: every worker finishes its requests in
+    /// flight and closes its connections (axum's graceful shutdown).
+    pub(crate) fn stop(&self) {
+        self.stop.send_replace(true);
+    }
+
+    /// Waits until every worker's server has finished (after
+    /// [`stop`](Self::stop)); the first failure, if any.
+    pub(crate) async fn finished(&mut self) -> io::Result<()> {
+        let mut outcome = Ok(());
+        while self.running > 0 {
+            match self.served.recv().await {
+                Some(result) => {
+                    self.running -= 1;
+                    if outcome.is_ok() {
+                        outcome = result;
+                    }
+                }
+                None => break,
+            }
+        }
+        outcome
+    }
+
+    /// Ends every worker thread, dropping what still runs on it, and waits
+    /// for them up to `bound`.
+    pub(crate) async fn exit(self, bound: Duration) {
+        self.exit.send_replace(true);
+        let threads = self.threads;
+        let joined = tokio::task::spawn_blocking(move || {
+            for thread in threads {
+                let _ = thread.join();
+            }
+        });
+        let _ = tokio::time::timeout(bound, joined).await;
+    }
+}
+
+/// A worker's side of the handoff, as axum's listener.
+struct WorkerListener {
+    incoming: mpsc::UnboundedReceiver<Handoff>,
+    local: SocketAddr,
+}
+
+impl Listener for WorkerListener {
+    type Io = WorkerStream;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let Some(Handoff { socket, open }) = self.incoming.recv().await else {
+                // The acceptor is gone: the server stops by its graceful
+                // shutdown, never by a connection from here.
+                return std::future::pending().await;
+            };
+            // A socket that cannot be registered is dropped (closed) with
+            // its count.
+            if let Ok(socket) = tokio::net::TcpStream::from_std(socket) {
+                let peer = socket.peer_addr().unwrap_or(self.local);
+                let stream = WorkerStream {
+                    inner: socket,
+                    _open: open,
+                };
+                return (stream, peer);
+            }
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<Self::Addr> {
+        Ok(self.local)
+    }
+}
+
+impl axum::extract::connect_info::Connected<IncomingStream<'_, WorkerListener>> for Connection {
+    fn connect_info(_stream: IncomingStream<'_, WorkerListener>) -> Self {
+        Self::fresh()
+    }
+}
+
+/// A served connection, counted open in its worker until dropped.
+struct WorkerStream {
+    inner: tokio::net::TcpStream,
+    _open: OpenConnection,
+}
+
+impl AsyncRead for WorkerStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for WorkerStream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::collections::BTreeSet;
+
+    use axum::routing::get;
+    use http_body_util::{BodyExt as _, Empty};
+    use hyper::body::Bytes;
+    use hyper_util::rt::TokioIo;
+
+    use super::*;
+
+    /// Which thread served the request.
+    async fn who() -> String {
+        std::thread::current().name().unwrap_or_default().to_owned()
+    }
+
+    async fn slow() -> &'static str {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        "done"
+    }
+
+    fn router() -> Router {
+        Router::new()
+            .route("/who", get(who))
+            .route("/slow", get(slow))
+    }
+
+    /// `paths` in turn over one keep-alive connection; the bodies.
+    async fn over_one_connection(addr: SocketAddr, paths: &[&str]) -> Vec<String> {
+        let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        let mut bodies = Vec::new();
+        for path in paths {
+            let request = hyper::Request::get(*path)
+                .header("host", addr.to_string())
+                .body(Empty::<Bytes>::new())
+                .unwrap();
+            sender.ready().await.unwrap();
+            let response = sender.send_request(request).await.unwrap();
+            let body = response.into_body().collect().await.unwrap().to_bytes();
+            bodies.push(String::from_utf8(body.to_vec()).unwrap());
+        }
+        bodies
+    }
+
+    async fn listen() -> (tokio::net::TcpListener, SocketAddr) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        (listener, addr)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_connection_stays_on_one_worker_and_connections_spread_over_all() {
+        let (listener, addr) = listen().await;
+        let mut workers = Workers::start(3, &router(), addr).unwrap();
+        let clients: Vec<_> = (0..6)
+            .map(|_| tokio::spawn(over_one_connection(addr, &["/who", "/who", "/who"])))
+            .collect();
+        for _ in 0..6 {
+            let (stream, _) = listener.accept().await.unwrap();
+            workers.dispatch(stream);
+        }
+        let mut served = BTreeSet::new();
+        for client in clients {
+            let names = client.await.unwrap();
+            assert!(names.iter().all(|n| *n == names[0]), "{names:?}");
+            served.insert(names[0].clone());
+        }
+        let all: BTreeSet<String> = (0..3).map(|i| format!("aci-http-{i}")).collect();
+        assert_eq!(served, all);
+        workers.stop();
+        workers.finished().await.unwrap();
+        workers.exit(Duration::from_secs(5)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stop_lets_the_request_in_flight_finish() {
+        let (listener, addr) = listen().await;
+        let mut workers = Workers::start(2, &router(), addr).unwrap();
+        let client = tokio::spawn(over_one_connection(addr, &["/slow"]));
+        let (stream, _) = listener.accept().await.unwrap();
+        workers.dispatch(stream);
+        // Let the request reach its handler, then stop.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        workers.stop();
+        tokio::time::timeout(Duration::from_secs(10), workers.finished())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(client.await.unwrap(), ["done"]);
+        workers.exit(Duration::from_secs(5)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn connections_are_counted_closed() {
+        let (listener, addr) = listen().await;
+        let mut workers = Workers::start(2, &router(), addr).unwrap();
+        let client = tokio::spawn(over_one_connection(addr, &["/who"]));
+        let (stream, _) = listener.accept().await.unwrap();
+        workers.dispatch(stream);
+        client.await.unwrap();
+        // The client dropped its connection; the worker sees it close.
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while workers.open.iter().any(|n| n.load(Ordering::Relaxed) > 0) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .unwrap();
+        workers.stop();
+        workers.finished().await.unwrap();
+        workers.exit(Duration::from_secs(5)).await;
+    }
+}
