@@ -18,10 +18,12 @@
 //!   `target/callgrind/` for `callgrind_annotate`.
 //! - `bench http` builds the release `aci` binary and the `bench_http`
 //!   example of `aci-cli`, then runs the example: one and three `aci serve
-//!   --http` replicas, driven by the rmcp client and by raw HTTP POSTs,
-//!   against the same calls made directly on the boundary, on one spawned
-//!   `redis-server`; each row prints CPU time per call of the client, the
-//!   replicas and Redis (last line `ratio_1r_c1=… ratio_raw1r_c16=…`).
+//!   --http` replicas, driven by the rmcp client and by a lean HTTP/1.1
+//!   client, against the same calls made directly on the boundary, on one
+//!   spawned `redis-server`, in rounds (medians and per-round ratios); each
+//!   row prints CPU time per call of the client, the replicas and Redis
+//!   (last line `ratio_rendered_c1=… ratio_raw1r_c16=…`). `ACI_BENCH_*`
+//!   variables reach the example (see its docs).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
