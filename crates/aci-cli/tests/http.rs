@@ -357,22 +357,28 @@ async fn bad_credentials_are_401_and_record_nothing() {
     }
 }
 
+/// `aci serve --http 127.0.0.1:0 [flags] --config <config>` run to its end:
+/// its exit code and stderr (for a server that refuses to start).
+async fn refused_start(config: &std::path::Path, flags: &[&str]) -> (Option<i32>, String) {
+    let mut args = vec!["serve", "--http", "127.0.0.1:0"];
+    args.extend_from_slice(flags);
+    args.extend(["--config", config.to_str().unwrap()]);
+    let output = support::replica::aci(&args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    (
+        output.status.code(),
+        String::from_utf8(output.stderr).unwrap(),
+    )
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn it_refuses_to_start_without_auth_unless_told() {
     let plain = temp_file("noauth.toml", "");
-    let output = support::replica::aci(&[
-        "serve",
-        "--http",
-        "127.0.0.1:0",
-        "--config",
-        plain.to_str().unwrap(),
-    ])
-    .stdin(std::process::Stdio::null())
-    .output()
-    .await
-    .unwrap();
-    assert_eq!(output.status.code(), Some(1));
-    let stderr = String::from_utf8(output.stderr).unwrap();
+    let (code, stderr) = refused_start(&plain, &[]).await;
+    assert_eq!(code, Some(1));
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("--insecure-no-auth"), "{stderr}");
 
@@ -405,20 +411,8 @@ async fn zero_serve_limits_are_one_line_errors() {
         ),
     ] {
         let path = temp_file("zero.toml", body);
-        let output = support::replica::aci(&[
-            "serve",
-            "--http",
-            "127.0.0.1:0",
-            "--insecure-no-auth",
-            "--config",
-            path.to_str().unwrap(),
-        ])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .await
-        .unwrap();
-        let stderr = String::from_utf8(output.stderr).unwrap();
-        assert_eq!(output.status.code(), Some(1), "{body}: {stderr}");
+        let (code, stderr) = refused_start(&path, &["--insecure-no-auth"]).await;
+        assert_eq!(code, Some(1), "{body}: {stderr}");
         assert_eq!(stderr.lines().count(), 1, "{body}: {stderr}");
         assert!(stderr.contains(needle), "{body}: {stderr}");
     }
