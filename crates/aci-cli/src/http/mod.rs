@@ -55,6 +55,7 @@ use crate::app::App;
 use crate::config::Config;
 use crate::error::CliError;
 use crate::mcp::mcp_tools;
+use crate::mcp::shutdown::Signals;
 
 /// Bytes allowed in a request body beyond `max_request_bytes`: the JSON-RPC
 /// envelope, the tool name and `_meta`.
@@ -185,7 +186,7 @@ pub(crate) async fn serve(app: App, config: &Config, options: HttpOptions) -> Re
         .map_err(|e| CliError::config(format!("cannot start the HTTP workers: {e}")))?;
     tokio::select! {
         () = accept(&listener, &mut workers) => {}
-        () = signals.next() => {}
+        () = signals.requested() => {}
     }
     drop(listener);
     eprintln!(
@@ -201,7 +202,7 @@ pub(crate) async fn serve(app: App, config: &Config, options: HttpOptions) -> Re
             false
         }
         () = tokio::time::sleep(drain) => true,
-        () = signals.next() => true,
+        () = signals.requested() => true,
     };
     if abandoned {
         eprintln!("aci: abandoning the calls still in flight");
@@ -285,52 +286,4 @@ async fn count_too_large(
         metrics.body_too_large();
     }
     response
-}
-
-/// SIGTERM and SIGINT.
-struct Signals {
-    #[cfg(unix)]
-    interrupt: Option<tokio::signal::unix::Signal>,
-    #[cfg(unix)]
-    terminate: Option<tokio::signal::unix::Signal>,
-}
-
-impl Signals {
-    #[cfg(unix)]
-    fn listen() -> Self {
-        use tokio::signal::unix::{SignalKind, signal};
-        Self {
-            interrupt: signal(SignalKind::interrupt()).ok(),
-            terminate: signal(SignalKind::terminate()).ok(),
-        }
-    }
-
-    #[cfg(not(unix))]
-    fn listen() -> Self {
-        Self {}
-    }
-
-    /// The next stop request; never, when no listener could be installed.
-    #[cfg(unix)]
-    async fn next(&mut self) {
-        async fn one(signal: Option<&mut tokio::signal::unix::Signal>) {
-            match signal {
-                Some(signal) => {
-                    signal.recv().await;
-                }
-                None => std::future::pending().await,
-            }
-        }
-        tokio::select! {
-            () = one(self.interrupt.as_mut()) => {}
-            () = one(self.terminate.as_mut()) => {}
-        }
-    }
-
-    #[cfg(not(unix))]
-    async fn next(&mut self) {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    }
 }
