@@ -5,53 +5,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod support;
+
+use std::process::Output;
 
 use serde_json::Value;
-
-fn aci(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_aci"))
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("the aci binary runs")
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8(output.stdout.clone()).unwrap()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8(output.stderr.clone()).unwrap()
-}
-
-fn json(output: &Output) -> Value {
-    serde_json::from_str(&stdout(output)).unwrap_or_else(|e| panic!("{e}: {}", stdout(output)))
-}
+use support::command::{aci, json, json_lines, stderr, stdout};
+use support::contract::frozen_tools;
+use support::files::{config_file, temp_dir, temp_file, unique, write_in};
 
 fn golden(name: &str, actual: &str) {
     testkit::golden!().check_text(name, actual);
-}
-
-fn repo_file(relative: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(relative)
-}
-
-fn temp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("aci-cli-{tag}-{}", uuid_like()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn uuid_like() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{}-{nanos:x}", std::process::id())
 }
 
 #[test]
@@ -61,13 +25,9 @@ fn tools_golden_in_every_format() {
         assert!(out.status.success(), "{}", stderr(&out));
         golden(&format!("tools.{format}.json"), &stdout(&out));
     }
-    let frozen: Value = serde_json::from_str(
-        &std::fs::read_to_string(repo_file("schemas/tools.mcp.json")).unwrap(),
-    )
-    .unwrap();
     assert_eq!(
         json(&aci(&["tools"])),
-        frozen["tools"],
+        frozen_tools(),
         "the default format is the frozen MCP one"
     );
 }
@@ -209,11 +169,7 @@ fn assert_config_error(out: &Output, needle: &str) {
 #[test]
 fn configuration_errors_are_one_line_and_exit_1() {
     let dir = temp_dir("config");
-    let write = |name: &str, text: &str| {
-        let path = dir.join(name);
-        std::fs::write(&path, text).unwrap();
-        path.to_string_lossy().into_owned()
-    };
+    let write = |name: &str, text: &str| write_in(&dir, name, text).to_string_lossy().into_owned();
     let unknown_key = write(
         "unknown.toml",
         "store = \"memory\"\n[limits]\nmax_bytes = 1\n",
@@ -284,18 +240,16 @@ fn usage_errors_exit_1_and_help_exits_0() {
 fn a_knowledge_directory_is_indexed_with_progress_on_stderr() {
     let dir = temp_dir("kb");
     for i in 0..25 {
-        std::fs::write(
-            dir.join(format!("runbook-{i:02}.md")),
-            format!("# Runbook {i}\n\n## Symptoms\n\nThe flux capacitor {i} overheats.\n"),
-        )
-        .unwrap();
+        write_in(
+            &dir,
+            &format!("runbook-{i:02}.md"),
+            &format!("# Runbook {i}\n\n## Symptoms\n\nThe flux capacitor {i} overheats.\n"),
+        );
     }
-    let config = dir.join("aci.toml");
-    std::fs::write(
-        &config,
-        format!("[knowledge]\ndir = {:?}\n", dir.to_string_lossy()),
-    )
-    .unwrap();
+    let config = config_file(
+        "kb",
+        &format!("[knowledge]\ndir = {:?}\n", dir.to_string_lossy()),
+    );
     let out = aci(&[
         "call",
         "lookup_knowledge",
@@ -323,7 +277,7 @@ fn a_knowledge_directory_is_indexed_with_progress_on_stderr() {
 #[test]
 fn a_run_on_redis_is_inspected_and_verified_by_later_commands() {
     let url = store_redis::testing::shared_url();
-    let run = format!("run-cli-{}", uuid_like());
+    let run = unique("run-cli");
     let call = |tool: &str, args: &str, id: &str| {
         aci(&[
             "call",
@@ -394,11 +348,7 @@ fn a_run_on_redis_is_inspected_and_verified_by_later_commands() {
     assert!(lines[2].contains("c-empty") && lines[2].contains("NO_EVIDENCE"));
     assert!(lines[3].contains("c-error") && lines[3].contains("DATA_SOURCE_UNKNOWN"));
 
-    let json_lines = aci(&["inspect", "--run", &run, "--store", &url, "--json"]);
-    let entries: Vec<Value> = stdout(&json_lines)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let entries = json_lines(&aci(&["inspect", "--run", &run, "--store", &url, "--json"]));
     assert_eq!(entries.len(), 3);
     assert_eq!(entries[0]["tool_call_id"], "c-ready");
     assert_eq!(entries[0]["request"]["query"], "disk pressure eviction");
@@ -420,10 +370,7 @@ fn a_run_on_redis_is_inspected_and_verified_by_later_commands() {
         "verify", "--run", &run, "--store", &url, "c-ready", "c-empty", "c-error", "c-none",
     ]);
     assert_eq!(verify.status.code(), Some(2), "not every citation stands");
-    let verdicts: Vec<Value> = stdout(&verify)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let verdicts = json_lines(&verify);
     assert_eq!(verdicts[0]["verdict"]["verdict"], "EVIDENCE");
     assert_eq!(verdicts[1]["verdict"]["verdict"], "NEGATIVE_OBSERVATION");
     assert_eq!(verdicts[1]["verdict"]["scope"]["topic"], "SYSTEM_EVENTS");
@@ -443,20 +390,14 @@ fn a_tls_redis_store_is_used_with_the_configured_ca() {
         .unwrap()
         .ca_cert_pem()
         .to_owned();
-    let dir = temp_dir("tls");
-    std::fs::write(dir.join("ca.pem"), ca).unwrap();
-    let config = dir.join("aci.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[redis]\ntls_ca_file = {:?}\n",
-            dir.join("ca.pem").to_string_lossy()
-        ),
-    )
-    .unwrap();
+    let ca_file = temp_file("ca.pem", &ca);
+    let config = config_file(
+        "tls",
+        &format!("[redis]\ntls_ca_file = {:?}\n", ca_file.to_string_lossy()),
+    );
     let url = server.url();
     assert!(url.starts_with("rediss://"), "{url}");
-    let run = format!("run-tls-{}", uuid_like());
+    let run = unique("run-tls");
     let out = aci(&[
         "call",
         "lookup_knowledge",
@@ -498,7 +439,6 @@ fn a_tls_redis_store_is_used_with_the_configured_ca() {
         "{}",
         stderr(&untrusted)
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -513,17 +453,14 @@ fn call_query_mysql_reads_a_data_source_of_the_config_file() {
         "INSERT INTO orders VALUES (1, 'PAID', 10.50), (2, 'PAID', 20.00), (3, 'PAID', 0.99), (4, 'OPEN', 5.00)",
     ]));
     let outcome = std::panic::catch_unwind(|| {
-        let dir = temp_dir("mysql");
-        let config = dir.join("aci.toml");
-        std::fs::write(
-            &config,
-            format!(
+        let config = config_file(
+            "mysql",
+            &format!(
                 "[mysql]\nconnect_timeout_ms = 5000\n\
                  [mysql.data_sources.shop]\nurl = \"{}\"\nmax_rows = 2\ntimeout_ms = 5000\n",
                 db.reader_url()
             ),
-        )
-        .unwrap();
+        );
         let config = config.to_str().unwrap();
         let call = |arguments: &str| aci(&["call", "query_mysql", arguments, "--config", config]);
 
@@ -586,7 +523,7 @@ fn call_query_mysql_reads_a_data_source_of_the_config_file() {
             assert!(!agent_and_log.contains("missing_table"), "{agent_and_log}");
             assert!(!agent_and_log.contains("DROP TABLE"), "{agent_and_log}");
         }
-        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::remove_file(config).unwrap();
     });
     let checksums = runtime.block_on(db.checksums());
     assert_eq!(checksums.len(), 1);

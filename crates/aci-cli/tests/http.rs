@@ -5,18 +5,23 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod http_support;
-use http_support as support;
+mod support;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use projectors_mysql::testing::TestDatabase;
 use rmcp::model::Tool;
 use serde_json::{Value, json};
-use support::contract::{check, error_code, frozen_tools, ids, params};
-use support::general_log::GeneralLog;
-use support::keys::{SigningKey, claims, jwks, now};
-use support::replica::{Replica, get, post_call, post_json};
-use support::{HANG_GUARD, sha256_hex, temp_file, unique};
+use support::HANG_GUARD;
+use support::command::{aci_async, inspect, stderr, stdout};
+use support::contract::{McpClient, assert_clean, call, call_id, error_code, frozen_tools, ids};
+use support::files::{config_file, temp_file, unique, unique_suffix};
+use support::http::general_log::GeneralLog;
+use support::http::keys::{SigningKey, claims, jwks, now};
+use support::http::replica::{
+    Memory, Replica, get, mcp_post, post_call, post_json, spawn_post_call, tools_call_body,
+};
+use support::http::{http_client, sha256_hex};
 
 const ISSUER: &str = "https://login.example.test/";
 const AUDIENCE: &str = "aci";
@@ -62,20 +67,21 @@ leeway_secs = 5
         b = sha256_hex(TOKEN_B),
         jwks = jwks_file.display(),
     );
-    temp_file("config.toml", &toml)
+    config_file("config", &toml)
 }
 
-async fn call(
-    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
-    tool: &str,
-    arguments: Value,
-    meta: Value,
-) -> Value {
-    let result = tokio::time::timeout(HANG_GUARD, client.call_tool(params(tool, arguments, meta)))
-        .await
-        .unwrap()
-        .unwrap();
-    check(tool, &result)
+/// `query_logs` arguments the mock log source has evidence for.
+fn timeout_logs() -> Value {
+    json!({"topic": "APPLICATION", "query": "timeout"})
+}
+
+/// The `[mysql.data_sources.shop]` section naming `db`, with a minute of
+/// statement time.
+fn shop_source(db: &TestDatabase) -> String {
+    format!(
+        "[mysql.data_sources.shop]\nurl = \"{}\"\ntimeout_ms = 60000\n",
+        db.reader_url()
+    )
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -113,13 +119,7 @@ async fn the_rmcp_client_lists_and_calls_each_tool() {
     )
     .await;
     assert_eq!(none["evidence_status"], "NO_EVIDENCE");
-    let logs = call(
-        &client,
-        "query_logs",
-        json!({"topic": "APPLICATION", "query": "timeout"}),
-        ids(&run, "call_l1"),
-    )
-    .await;
+    let logs = call(&client, "query_logs", timeout_logs(), ids(&run, "call_l1")).await;
     assert_eq!(logs["evidence_status"], "EVIDENCE_FOUND");
     let mysql = call(&client, "query_mysql", json!({"data_source": "orders", "sql": "SELECT id FROM orders WHERE id = ?", "params": [1]}), ids(&run, "call_m1")).await;
     assert_eq!(error_code(&mysql), "DATA_SOURCE_UNKNOWN");
@@ -188,13 +188,7 @@ async fn the_rmcp_client_lists_and_calls_each_tool() {
     let client = replica
         .client(&format!("/runs/{path_run}/mcp"), Some(TOKEN_A))
         .await;
-    let observation = call(
-        &client,
-        "query_logs",
-        json!({"topic": "APPLICATION", "query": "timeout"}),
-        Value::Null,
-    )
-    .await;
+    let observation = call(&client, "query_logs", timeout_logs(), Value::Null).await;
     assert_eq!(observation["evidence_status"], "EVIDENCE_FOUND");
     let first_id = observation["tool_call_id"].as_str().unwrap().to_owned();
     assert!(first_id.starts_with("mcp:http-"), "{first_id}");
@@ -204,13 +198,7 @@ async fn the_rmcp_client_lists_and_calls_each_tool() {
     let client = replica
         .client(&format!("/runs/{path_run}/mcp"), Some(TOKEN_A))
         .await;
-    let observation = call(
-        &client,
-        "query_logs",
-        json!({"topic": "APPLICATION", "query": "timeout"}),
-        Value::Null,
-    )
-    .await;
+    let observation = call(&client, "query_logs", timeout_logs(), Value::Null).await;
     assert_eq!(
         observation["evidence_status"], "EVIDENCE_FOUND",
         "{observation}"
@@ -227,7 +215,7 @@ async fn the_rmcp_client_lists_and_calls_each_tool() {
         .lines()
         .filter(|l| !l.starts_with("aci: serving MCP over HTTP at http://"))
         .collect();
-    support::contract::assert_clean(&logs, "stderr");
+    assert_clean(&logs, "stderr");
     assert!(!stderr.contains(TOKEN_A));
 }
 
@@ -237,7 +225,7 @@ async fn bad_credentials_are_401_and_record_nothing() {
     let replica = Replica::start(&config(&keys, ""), "memory", &[]).await;
     let url = replica.url("/mcp");
     let run = unique("run");
-    let arguments = json!({"topic": "APPLICATION", "query": "timeout"});
+    let arguments = timeout_logs();
     let stranger = SigningKey::ed25519("test-ed");
     let expired = {
         let mut c = claims(ISSUER, AUDIENCE, "agent-1");
@@ -359,24 +347,17 @@ async fn bad_credentials_are_401_and_record_nothing() {
 
 /// `aci serve --http 127.0.0.1:0 [flags] --config <config>` run to its end:
 /// its exit code and stderr (for a server that refuses to start).
-async fn refused_start(config: &std::path::Path, flags: &[&str]) -> (Option<i32>, String) {
+async fn refused_start(config: &Path, flags: &[&str]) -> (Option<i32>, String) {
     let mut args = vec!["serve", "--http", "127.0.0.1:0"];
     args.extend_from_slice(flags);
     args.extend(["--config", config.to_str().unwrap()]);
-    let output = support::replica::aci(&args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .await
-        .unwrap();
-    (
-        output.status.code(),
-        String::from_utf8(output.stderr).unwrap(),
-    )
+    let output = aci_async(&args).await;
+    (output.status.code(), stderr(&output))
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn it_refuses_to_start_without_auth_unless_told() {
-    let plain = temp_file("noauth.toml", "");
+    let plain = config_file("noauth", "");
     let (code, stderr) = refused_start(&plain, &[]).await;
     assert_eq!(code, Some(1));
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
@@ -387,13 +368,7 @@ async fn it_refuses_to_start_without_auth_unless_told() {
     assert!(replica.stderr().contains("memory store"));
     let client = replica.client("/mcp", None).await;
     let run = unique("run");
-    let observation = call(
-        &client,
-        "query_logs",
-        json!({"topic": "APPLICATION", "query": "timeout"}),
-        ids(&run, "call_1"),
-    )
-    .await;
+    let observation = call(&client, "query_logs", timeout_logs(), ids(&run, "call_1")).await;
     assert_eq!(observation["evidence_status"], "EVIDENCE_FOUND");
     client.cancel().await.unwrap();
     let (status, _) = replica.stop().await;
@@ -410,7 +385,7 @@ async fn zero_serve_limits_are_one_line_errors() {
             "max_in_flight limits",
         ),
     ] {
-        let path = temp_file("zero.toml", body);
+        let path = config_file("zero", body);
         let (code, stderr) = refused_start(&path, &["--insecure-no-auth"]).await;
         assert_eq!(code, Some(1), "{body}: {stderr}");
         assert_eq!(stderr.lines().count(), 1, "{body}: {stderr}");
@@ -437,18 +412,12 @@ async fn operations_endpoints_and_body_limit() {
 
     let client = replica.client("/mcp", Some(TOKEN_A)).await;
     let run = unique("run");
-    call(
-        &client,
-        "query_logs",
-        json!({"topic": "APPLICATION", "query": "timeout"}),
-        ids(&run, "call_1"),
-    )
-    .await;
+    call(&client, "query_logs", timeout_logs(), ids(&run, "call_1")).await;
     call(
         &client,
         "lookup_knowledge",
         json!({"query": "x"}),
-        json!({"aci/tool_call_id": "call_2"}),
+        call_id("call_2"),
     )
     .await;
     client.cancel().await.unwrap();
@@ -481,7 +450,7 @@ async fn operations_endpoints_and_body_limit() {
 #[tokio::test(flavor = "multi_thread")]
 async fn readyz_follows_the_store() {
     let server = store_redis::testing::RedisServer::spawn().unwrap();
-    let plain = temp_file("ready.toml", "");
+    let plain = config_file("ready", "");
     let replica = Replica::start(&plain, &server.url(), &["--insecure-no-auth"]).await;
     assert_eq!(get(&replica.url("/readyz")).await.0, 200);
     drop(server);
@@ -522,57 +491,29 @@ async fn three_replicas(keys: &Keys, extra: &str) -> (String, PathBuf, Vec<Repli
     (store, config, replicas)
 }
 
-/// `aci inspect --run RUN --json` on the store: one JSON object per record.
-async fn inspect(store: &str, config: &std::path::Path, run: &str) -> Vec<Value> {
-    let output = support::replica::aci(&[
-        "inspect",
-        "--run",
-        run,
-        "--json",
-        "--store",
-        store,
-        "--config",
-        config.to_str().unwrap(),
-    ])
-    .output()
-    .await
-    .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+/// An rmcp client of each of `replicas`, with [`TOKEN_A`].
+async fn clients_of(replicas: &[Replica]) -> Vec<McpClient> {
+    let mut clients = Vec::new();
+    for replica in replicas {
+        clients.push(replica.client("/mcp", Some(TOKEN_A)).await);
+    }
+    clients
 }
 
 /// A marker literal for one test's statements: what the general log is
 /// searched for.
 fn marker() -> String {
-    format!("aci-marker-{}", support::fastrand_suffix())
+    unique("aci-marker")
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn one_tool_call_id_spread_over_three_replicas_executes_once() {
     let keys = Keys::new();
-    let db = projectors_mysql::testing::TestDatabase::create(&[
-        "CREATE TABLE t (n INT)",
-        "INSERT INTO t VALUES (1)",
-    ])
-    .await;
+    let db = TestDatabase::create(&["CREATE TABLE t (n INT)", "INSERT INTO t VALUES (1)"]).await;
     let log = GeneralLog::enable().await;
-    let extra = format!(
-        "[mysql.data_sources.shop]\nurl = \"{}\"\ntimeout_ms = 60000\n",
-        db.reader_url()
-    );
+    let extra = shop_source(&db);
     let (store, config, replicas) = three_replicas(&keys, &extra).await;
-    let mut clients = Vec::new();
-    for replica in &replicas {
-        clients.push(replica.client("/mcp", Some(TOKEN_A)).await);
-    }
+    let clients = clients_of(&replicas).await;
     let run = unique("run");
     let marker = marker();
     let sql = format!("SELECT n, '{marker}' AS m FROM t WHERE n = ?");
@@ -598,7 +539,7 @@ async fn one_tool_call_id_spread_over_three_replicas_executes_once() {
     // MariaDB ran the statement once: the boundary executes only after
     // winning the create, whichever replica wins it.
     assert_eq!(log.executions(&marker), 1, "executions of the statement");
-    let records = inspect(&store, &config, &run).await;
+    let records = inspect(&run, &store, Some(&config)).await;
     assert_eq!(records.len(), 1, "{records:?}");
     assert_eq!(records[0]["status"], "READY", "{records:?}");
     for client in clients {
@@ -618,17 +559,14 @@ async fn a_run_budget_holds_across_replicas() {
     let budget = 5;
     let (store, config, replicas) =
         three_replicas(&keys, &format!("[run]\nbudget = {budget}\n")).await;
-    let mut clients = Vec::new();
-    for replica in &replicas {
-        clients.push(replica.client("/mcp", Some(TOKEN_A)).await);
-    }
+    let clients = clients_of(&replicas).await;
     let run = unique("run");
     let calls = (0..64).map(|i| {
         let client = &clients[i % clients.len()];
         call(
             client,
             "query_logs",
-            json!({"topic": "APPLICATION", "query": "timeout"}),
+            timeout_logs(),
             ids(&run, &format!("call_{i}")),
         )
     });
@@ -646,7 +584,7 @@ async fn a_run_budget_holds_across_replicas() {
         (budget, 64 - budget),
         "{observations:?}"
     );
-    assert_eq!(inspect(&store, &config, &run).await.len(), budget);
+    assert_eq!(inspect(&run, &store, Some(&config)).await.len(), budget);
     for client in clients {
         client.cancel().await.unwrap();
     }
@@ -656,10 +594,10 @@ async fn a_run_budget_holds_across_replicas() {
 }
 
 /// A MariaDB table whose three-way cross join takes about a second or more.
-async fn slow_database() -> projectors_mysql::testing::TestDatabase {
+async fn slow_database() -> TestDatabase {
     let values: Vec<String> = (1..=200).map(|n| format!("({n})")).collect();
     let insert = format!("INSERT INTO t VALUES {}", values.join(","));
-    projectors_mysql::testing::TestDatabase::create(&["CREATE TABLE t (n INT)", &insert]).await
+    TestDatabase::create(&["CREATE TABLE t (n INT)", &insert]).await
 }
 
 const SLOW_SQL: &str = "SELECT COUNT(*) AS c FROM t a, t b, t c WHERE a.n + b.n + c.n > ?";
@@ -674,17 +612,14 @@ async fn overload_is_refused_at_once_and_admitted_calls_finish() {
     let keys = Keys::new();
     let db = slow_database().await;
     let max = 4;
-    let extra = format!(
-        "[serve]\nmax_in_flight = {max}\n[mysql.data_sources.shop]\nurl = \"{}\"\ntimeout_ms = 60000\n",
-        db.reader_url()
-    );
+    let extra = format!("[serve]\nmax_in_flight = {max}\n{}", shop_source(&db));
     let replica = Replica::start(&config(&keys, &extra), "memory", &[]).await;
     let client = replica.client("/mcp", Some(TOKEN_A)).await;
     let run = unique("run");
     let warm = call(
         &client,
         "query_logs",
-        json!({"topic": "APPLICATION", "query": "timeout"}),
+        timeout_logs(),
         ids(&run, "call_warm"),
     )
     .await;
@@ -715,7 +650,7 @@ async fn overload_is_refused_at_once_and_admitted_calls_finish() {
     let again = call(
         &client,
         "query_logs",
-        json!({"topic": "APPLICATION", "query": "timeout"}),
+        timeout_logs(),
         ids(&run, &format!("call_{}", refused[0])),
     )
     .await;
@@ -770,16 +705,16 @@ const ROUNDS_GROWTH_BOUND_KIB: u64 = 32 * 1024;
 /// memory after the last round.
 async fn flood_rounds(
     replica: &Replica,
-    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    client: &McpClient,
     run: &str,
     max: usize,
     rounds: usize,
-) -> support::replica::Memory {
-    let http = http_support::http_client();
+) -> Memory {
+    let http = http_client();
     let url = replica.url("/mcp");
     let padding = "x".repeat(FLOOD_BODY_BYTES);
     for _ in 0..rounds {
-        let round = support::fastrand_suffix();
+        let round = unique_suffix();
         let holders = (0..max).map(|i| {
             call(
                 client,
@@ -791,16 +726,13 @@ async fn flood_rounds(
         let flood = async {
             wait_in_flight(replica, max).await;
             let requests = (0..FLOOD_REQUESTS).map(|i| {
-                let body = json!({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
-                    "name": "query_logs",
-                    "arguments": {"topic": "APPLICATION", "query": padding},
-                    "_meta": ids(run, &format!("call_flood_{round}_{i}"))}});
-                let request = http
-                    .post(&url)
-                    .bearer_auth(TOKEN_A)
-                    .header("content-type", "application/json")
-                    .header("accept", "application/json, text/event-stream")
-                    .body(body.to_string());
+                let body = tools_call_body(
+                    i,
+                    "query_logs",
+                    &json!({"topic": "APPLICATION", "query": padding}),
+                    &ids(run, &format!("call_flood_{round}_{i}")),
+                );
+                let request = mcp_post(&http, &url, Some(TOKEN_A), body.to_string());
                 async move {
                     let response = tokio::time::timeout(HANG_GUARD, request.send())
                         .await
@@ -847,21 +779,18 @@ const MANY_RUNS_GROWTH_BOUND_KIB: u64 = 8 * 1024;
 /// one HTTP client; every one must be READY.
 async fn calls_in_fresh_runs(replica: &Replica, count: usize, concurrency: usize) {
     use futures::StreamExt as _;
-    let http = http_support::http_client();
+    let http = http_client();
     let url = replica.url("/mcp");
-    let tag = support::fastrand_suffix();
+    let tag = unique_suffix();
     futures::stream::iter(0..count)
         .map(|i| {
-            let body = json!({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
-                "name": "query_logs",
-                "arguments": {"topic": "APPLICATION", "query": "timeout"},
-                "_meta": ids(&format!("run-{tag}-{i}"), "call_1")}});
-            let request = http
-                .post(&url)
-                .bearer_auth(TOKEN_A)
-                .header("content-type", "application/json")
-                .header("accept", "application/json, text/event-stream")
-                .body(body.to_string());
+            let body = tools_call_body(
+                i,
+                "query_logs",
+                &timeout_logs(),
+                &ids(&format!("run-{tag}-{i}"), "call_1"),
+            );
+            let request = mcp_post(&http, &url, Some(TOKEN_A), body.to_string());
             async move {
                 let response = tokio::time::timeout(HANG_GUARD, request.send())
                     .await
@@ -918,10 +847,7 @@ async fn wait_in_flight(replica: &Replica, n: usize) {
 async fn sigterm_lets_calls_in_flight_finish() {
     let keys = Keys::new();
     let db = slow_database().await;
-    let extra = format!(
-        "[mysql.data_sources.shop]\nurl = \"{}\"\ntimeout_ms = 60000\n",
-        db.reader_url()
-    );
+    let extra = shop_source(&db);
     let replica = Replica::start(&config(&keys, &extra), "memory", &[]).await;
     let client = replica.client("/mcp", Some(TOKEN_A)).await;
     let run = unique("run");
@@ -954,7 +880,7 @@ async fn a_principals_run_budget_caps_its_runs() {
         "[run]\nbudget = 10\n[auth.tokens.small-bot]\nsha256 = \"{}\"\nrun_budget = 2\n",
         sha256_hex(TOKEN_B)
     );
-    let replica = Replica::start(&temp_file("budget.toml", &toml), "memory", &[]).await;
+    let replica = Replica::start(&config_file("budget", &toml), "memory", &[]).await;
     let client = replica.client("/mcp", Some(TOKEN_B)).await;
     let run = unique("run");
     let mut codes = Vec::new();
@@ -962,7 +888,7 @@ async fn a_principals_run_budget_caps_its_runs() {
         let o = call(
             &client,
             "query_logs",
-            json!({"topic": "APPLICATION", "query": "timeout"}),
+            timeout_logs(),
             ids(&run, &format!("call_{i}")),
         )
         .await;
@@ -978,7 +904,7 @@ async fn a_run_belongs_to_its_first_principal_on_every_replica() {
     let keys = Keys::new();
     let (store, config, replicas) = three_replicas(&keys, "").await;
     let run = unique("run");
-    let arguments = json!({"topic": "APPLICATION", "query": "timeout"});
+    let arguments = timeout_logs();
     let a = replicas[0].client("/mcp", Some(TOKEN_A)).await;
     let first = call(&a, "query_logs", arguments.clone(), ids(&run, "call_a1")).await;
     assert_eq!(first["evidence_status"], "EVIDENCE_FOUND");
@@ -1008,7 +934,7 @@ async fn a_run_belongs_to_its_first_principal_on_every_replica() {
         a.cancel().await.unwrap();
     }
     // Nothing of B's was recorded; A's calls were.
-    let records = inspect(&store, &config, &run).await;
+    let records = inspect(&run, &store, Some(&config)).await;
     assert_eq!(records.len(), 4, "{records:?}");
     assert!(
         records
@@ -1020,7 +946,7 @@ async fn a_run_belongs_to_its_first_principal_on_every_replica() {
         records.iter().all(|r| r["run"]["owner"] == "oncall-bot"),
         "{records:?}"
     );
-    let output = support::replica::aci(&[
+    let output = aci_async(&[
         "verify",
         "--run",
         &run,
@@ -1030,12 +956,10 @@ async fn a_run_belongs_to_its_first_principal_on_every_replica() {
         config.to_str().unwrap(),
         "call_a1",
     ])
-    .output()
-    .await
-    .unwrap();
+    .await;
     assert!(output.status.success());
-    let stderr = String::from_utf8(output.stderr).unwrap();
-    assert!(stderr.contains("is owned by oncall-bot"), "{stderr}");
+    let warning = stderr(&output);
+    assert!(warning.contains("is owned by oncall-bot"), "{warning}");
     a.cancel().await.unwrap();
     for replica in replicas {
         replica.stop().await;
@@ -1046,33 +970,20 @@ async fn a_run_belongs_to_its_first_principal_on_every_replica() {
 async fn a_replica_killed_mid_call_is_recovered_and_never_reruns() {
     let keys = Keys::new();
     let db = slow_database().await;
-    let extra = format!(
-        "[mysql.data_sources.shop]\nurl = \"{}\"\ntimeout_ms = 60000\n",
-        db.reader_url()
-    );
+    let extra = shop_source(&db);
     let log = GeneralLog::enable().await;
     let (store, config, mut replicas) = three_replicas(&keys, &extra).await;
     let run = unique("run");
     let marker = marker();
     let slow_sql = marked_slow_sql(&marker);
     let victim = replicas.remove(0);
-    let slow = {
-        let url = victim.url("/mcp");
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-            "name": "query_mysql",
-            "arguments": {"data_source": "shop", "sql": slow_sql, "params": [0]},
-            "_meta": ids(&run, "call_killed")}});
-        tokio::spawn(async move {
-            http_support::http_client()
-                .post(url)
-                .bearer_auth(TOKEN_A)
-                .header("content-type", "application/json")
-                .header("accept", "application/json, text/event-stream")
-                .body(body.to_string())
-                .send()
-                .await
-        })
-    };
+    let slow = spawn_post_call(
+        &victim.url("/mcp"),
+        TOKEN_A,
+        "query_mysql",
+        &json!({"data_source": "shop", "sql": slow_sql, "params": [0]}),
+        &ids(&run, "call_killed"),
+    );
     // Kill it once MariaDB runs the statement (the call is executing).
     let killed = |records: &[Value]| {
         records
@@ -1097,16 +1008,16 @@ async fn a_replica_killed_mid_call_is_recovered_and_never_reruns() {
     let ok = call(
         &other,
         "query_logs",
-        json!({"topic": "APPLICATION", "query": "timeout"}),
+        timeout_logs(),
         ids(&run, "call_after"),
     )
     .await;
     assert_eq!(ok["evidence_status"], "EVIDENCE_FOUND");
-    let record = killed(&inspect(&store, &config, &run).await).unwrap();
+    let record = killed(&inspect(&run, &store, Some(&config)).await).unwrap();
     assert_eq!(record["status"], "PROJECTING", "{record}");
 
     // `aci recover` finalizes it.
-    let output = support::replica::aci(&[
+    let output = aci_async(&[
         "recover",
         "--run",
         &run,
@@ -1117,18 +1028,12 @@ async fn a_replica_killed_mid_call_is_recovered_and_never_reruns() {
         "--config",
         config.to_str().unwrap(),
     ])
-    .output()
-    .await
-    .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let printed = String::from_utf8(output.stdout).unwrap();
+    .await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    let printed = stdout(&output);
     assert!(printed.contains("\"call_killed\""), "{printed}");
     assert_eq!(printed.lines().count(), 1, "{printed}");
-    let record = killed(&inspect(&store, &config, &run).await).unwrap();
+    let record = killed(&inspect(&run, &store, Some(&config)).await).unwrap();
     assert_eq!(
         (record["status"].as_str(), record["error_code"].as_str()),
         (Some("ERROR"), Some("EXECUTION_ABANDONED")),
@@ -1162,33 +1067,21 @@ async fn a_second_sigterm_abandons_calls_in_flight_and_finalizes_them() {
     let keys = Keys::new();
     let db = slow_database().await;
     let server = store_redis::testing::RedisServer::spawn().unwrap();
-    // A four-way join, far slower than the test waits: the stop abandons it.
-    let extra = format!(
-        "[mysql.data_sources.shop]\nurl = \"{}\"\ntimeout_ms = 60000\n",
-        db.reader_url()
-    );
-    let config = config(&keys, &extra);
+    let config = config(&keys, &shop_source(&db));
     let store = server.url();
     let replica = Replica::start(&config, &store, &[]).await;
     let run = unique("run");
-    let url = replica.url("/mcp");
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": "query_mysql",
-        "arguments": {"data_source": "shop", "sql": "SELECT COUNT(*) AS c FROM t a, t b, t c, t d WHERE a.n + b.n + c.n + d.n > ?", "params": [0]},
-        "_meta": ids(&run, "call_abandoned")}});
-    let slow = tokio::spawn(async move {
-        http_support::http_client()
-            .post(url)
-            .bearer_auth(TOKEN_A)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .body(body.to_string())
-            .send()
-            .await
-    });
+    // A four-way join, far slower than the test waits: the stop abandons it.
+    let slow = spawn_post_call(
+        &replica.url("/mcp"),
+        TOKEN_A,
+        "query_mysql",
+        &json!({"data_source": "shop", "sql": "SELECT COUNT(*) AS c FROM t a, t b, t c, t d WHERE a.n + b.n + c.n + d.n > ?", "params": [0]}),
+        &ids(&run, "call_abandoned"),
+    );
     wait_in_flight(&replica, 1).await;
     tokio::time::timeout(HANG_GUARD, async {
-        while inspect(&store, &config, &run).await.is_empty() {
+        while inspect(&run, &store, Some(&config)).await.is_empty() {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     })
@@ -1201,7 +1094,7 @@ async fn a_second_sigterm_abandons_calls_in_flight_and_finalizes_them() {
     assert!(status.success(), "{stderr}");
     assert!(stderr.contains("abandoning"), "{stderr}");
     let _ = slow.await;
-    let records = inspect(&store, &config, &run).await;
+    let records = inspect(&run, &store, Some(&config)).await;
     assert_eq!(records.len(), 1, "{records:?}");
     assert_eq!(
         (
@@ -1234,13 +1127,7 @@ async fn at_rust_log_trace_no_payload_token_or_claim_is_logged() {
     jwt_claims["email"] = json!("sentinel-claim-4f2a@example.test");
     let jwt = keys.ed.sign(&jwt_claims);
     let client = replica.client("/mcp", Some(&jwt)).await;
-    call(
-        &client,
-        "query_logs",
-        json!({"topic": "APPLICATION", "query": "timeout"}),
-        ids(&run, "call_2"),
-    )
-    .await;
+    call(&client, "query_logs", timeout_logs(), ids(&run, "call_2")).await;
     client.cancel().await.unwrap();
     let (status, _, _) = post_call(
         &replica.url("/mcp"),

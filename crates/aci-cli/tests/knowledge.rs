@@ -4,24 +4,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+mod support;
+
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-
-fn aci(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_aci"))
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("the aci binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8(bytes.to_vec()).unwrap()
-}
+use support::command::{aci, json, stderr, stdout};
+use support::files::{temp_dir, write_in};
+use support::stdio::RawSession;
 
 /// A knowledge directory, an index directory and a config naming both.
 struct Setup {
@@ -31,30 +22,22 @@ struct Setup {
 
 impl Setup {
     fn new(tag: &str) -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("knowledge-{tag}-{}-{nanos}", std::process::id()));
+        let root = temp_dir(&format!("knowledge-{tag}"));
         std::fs::create_dir_all(root.join("kb")).unwrap();
-        let config = root.join("aci.toml");
-        std::fs::write(
-            &config,
-            format!(
+        let config = write_in(
+            &root,
+            "aci.toml",
+            &format!(
                 "[knowledge]\ndir = {:?}\nindex_dir = {:?}\n",
                 root.join("kb").to_string_lossy(),
                 root.join("index").to_string_lossy()
             ),
-        )
-        .unwrap();
+        );
         Self { root, config }
     }
 
     fn write(&self, relative: &str, contents: &str) {
-        let path = self.root.join("kb").join(relative);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, contents).unwrap();
+        write_in(&self.root.join("kb"), relative, contents);
     }
 
     fn config(&self) -> &str {
@@ -85,14 +68,14 @@ fn aci_index_builds_once_and_later_processes_reuse_it() {
     );
 
     let out = aci(&["index", "--config", setup.config()]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let stdout = text(&out.stdout);
-    assert!(stdout.contains("(built anew: new)"), "{stdout}");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report = stdout(&out);
+    assert!(report.contains("(built anew: new)"), "{report}");
     assert!(
-        stdout.contains("3 files: 0 reused, 3 added, 0 updated, 0 removed, 0 failed"),
-        "{stdout}"
+        report.contains("3 files: 0 reused, 3 added, 0 updated, 0 removed, 0 failed"),
+        "{report}"
     );
-    assert!(stdout.contains("added    pool.md"), "{stdout}");
+    assert!(report.contains("added    pool.md"), "{report}");
 
     // A second process: `aci call` reuses the index (the counter on stderr).
     let out = aci(&[
@@ -102,13 +85,13 @@ fn aci_index_builds_once_and_later_processes_reuse_it() {
         "--config",
         setup.config(),
     ]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let log = stderr(&out);
     assert!(
-        stderr.contains("knowledge index: 3 reused, 0 added, 0 updated, 0 removed, 0 failed"),
-        "{stderr}"
+        log.contains("knowledge index: 3 reused, 0 added, 0 updated, 0 removed, 0 failed"),
+        "{log}"
     );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = json(&out);
     assert_eq!(v["observation"]["evidence_status"], "EVIDENCE_FOUND");
     assert_eq!(v["observation"]["evidence"][0]["document_id"], "pool");
 
@@ -117,21 +100,21 @@ fn aci_index_builds_once_and_later_processes_reuse_it() {
     setup.write("bad.md", "\u{FFFD}");
     std::fs::write(setup.root.join("kb/bad.md"), [0xFF, 0xFE]).unwrap();
     let out = aci(&["index", "--config", setup.config()]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report = stdout(&out);
     assert!(
-        stdout.contains("4 files: 2 reused, 1 added, 1 updated, 0 removed, 1 failed"),
-        "{stdout}"
+        report.contains("4 files: 2 reused, 1 added, 1 updated, 0 removed, 1 failed"),
+        "{report}"
     );
-    assert!(stdout.contains("updated  disk.md"), "{stdout}");
+    assert!(report.contains("updated  disk.md"), "{report}");
     assert!(
-        stdout.contains("failed   bad.md (KNOWLEDGE_FILE_NOT_UTF8)"),
-        "{stdout}"
+        report.contains("failed   bad.md (KNOWLEDGE_FILE_NOT_UTF8)"),
+        "{report}"
     );
     assert!(
-        text(&out.stderr).contains("skipped knowledge file bad.md (KNOWLEDGE_FILE_NOT_UTF8)"),
+        stderr(&out).contains("skipped knowledge file bad.md (KNOWLEDGE_FILE_NOT_UTF8)"),
         "{}",
-        text(&out.stderr)
+        stderr(&out)
     );
 }
 
@@ -139,106 +122,34 @@ fn aci_index_builds_once_and_later_processes_reuse_it() {
 fn aci_index_without_a_knowledge_dir_is_a_config_error() {
     let out = aci(&["index"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out.stderr).contains("[knowledge] dir"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert!(stderr(&out).contains("[knowledge] dir"), "{}", stderr(&out));
 }
 
-/// `aci serve` as a child, spoken to in raw JSON-RPC lines.
-struct Serve {
-    child: std::process::Child,
-    stdin: std::process::ChildStdin,
-    stdout: BufReader<std::process::ChildStdout>,
+/// The `structuredContent` of a `lookup_knowledge` call of `query`.
+async fn lookup(session: &mut RawSession, id: u64, query: &str) -> Value {
+    session
+        .call(
+            &json!(id),
+            "lookup_knowledge",
+            json!({"query": query}),
+            None,
+        )
+        .await
 }
 
-impl Serve {
-    fn start(config: &str) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_aci"))
-            .args(["serve", "--config", config])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut serve = Self {
-            child,
-            stdin,
-            stdout,
-        };
-        serve.send(&json!({
-            "jsonrpc": "2.0", "id": 0, "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "raw", "version": "1"}
-            }
-        }));
-        assert_eq!(serve.response(0)["result"]["serverInfo"]["name"], "aci");
-        serve.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        serve
-    }
+/// A guard against a watcher that never fires, not a timing assertion.
+const WATCH_GUARD: Duration = Duration::from_secs(60);
 
-    fn send(&mut self, message: &Value) {
-        writeln!(self.stdin, "{message}").unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    fn response(&mut self, id: u64) -> Value {
-        loop {
-            let mut line = String::new();
-            assert!(
-                self.stdout.read_line(&mut line).unwrap() > 0,
-                "server closed"
-            );
-            let message: Value = serde_json::from_str(&line).unwrap();
-            if message["id"] == id {
-                return message;
-            }
-        }
-    }
-
-    fn lookup(&mut self, id: u64, query: &str) -> Value {
-        self.send(&json!({
-            "jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": "lookup_knowledge", "arguments": {"query": query}}
-        }));
-        self.response(id)["result"]["structuredContent"].clone()
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn wait_until(mut found: impl FnMut() -> bool) -> bool {
-    // A guard against a watcher that never fires, not a timing assertion.
-    let started = Instant::now();
-    while started.elapsed() < Duration::from_secs(60) {
-        if found() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    false
-}
-
-#[test]
-fn aci_serve_finds_a_file_added_while_it_runs() {
+#[tokio::test(flavor = "multi_thread")]
+async fn aci_serve_finds_a_file_added_while_it_runs() {
     let setup = Setup::new("serve");
     setup.write(
         "pool.md",
         "# Pool\n\n## Symptoms\n\nThe pool is exhausted.\n",
     );
-    let mut serve = Serve::start(setup.config());
+    let mut serve = RawSession::start(&["--config", setup.config()]).await;
     assert_eq!(
-        serve.lookup(1, "warp core breach")["evidence_status"],
+        lookup(&mut serve, 1, "warp core breach").await["evidence_status"],
         "NO_EVIDENCE"
     );
     setup.write(
@@ -246,17 +157,22 @@ fn aci_serve_finds_a_file_added_while_it_runs() {
         "# Warp core\n\n## Symptoms\n\nThe warp core breach alarm sounds.\n",
     );
     let mut id = 1;
-    let found = wait_until(|| {
+    let mut found = false;
+    let started = Instant::now();
+    while !found && started.elapsed() < WATCH_GUARD {
         id += 1;
-        serve.lookup(id, "warp core breach")["evidence_status"] == "EVIDENCE_FOUND"
-    });
+        found =
+            lookup(&mut serve, id, "warp core breach").await["evidence_status"] == "EVIDENCE_FOUND";
+        if !found {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
     assert!(found, "the new file was never found");
-    let result = serve.lookup(id + 1, "warp core breach");
+    let result = lookup(&mut serve, id + 1, "warp core breach").await;
     assert_eq!(result["evidence"][0]["document_id"], "nested/warp");
     // The old file is still served.
     assert_eq!(
-        serve.lookup(id + 2, "pool exhausted")["evidence_status"],
+        lookup(&mut serve, id + 2, "pool exhausted").await["evidence_status"],
         "EVIDENCE_FOUND"
     );
-    let _ = Path::new(setup.config());
 }

@@ -3,20 +3,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod support;
+
+use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use aci_contracts::Timestamp;
 use serde_json::{Value, json};
-
-fn aci(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_aci"))
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("the aci binary runs")
-}
+use support::command::{aci, stderr, stdout};
+use support::files::{temp_dir, write_in};
 
 fn now_millis() -> i64 {
     i64::try_from(
@@ -26,16 +21,6 @@ fn now_millis() -> i64 {
             .as_millis(),
     )
     .unwrap()
-}
-
-fn temp_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "aci-cli-logs-{}-{}",
-        std::process::id(),
-        now_millis()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 fn line(minutes_ago: i64, level: &str, msg: &str) -> String {
@@ -51,20 +36,19 @@ fn call(config: &Path, arguments: &str) -> (Option<i32>, Value, String) {
         "--config",
         config.to_str().unwrap(),
     ]);
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    let value = serde_json::from_str(&stdout).unwrap_or(Value::Null);
-    (out.status.code(), value, stderr)
+    // Not JSON (a configuration error): null.
+    let value = serde_json::from_str(&stdout(&out)).unwrap_or(Value::Null);
+    (out.status.code(), value, stderr(&out))
 }
 
 #[test]
 fn query_logs_reads_the_configured_files() {
-    let dir = temp_dir();
+    let dir = temp_dir("logs");
     let logs = dir.join("logs");
-    std::fs::create_dir_all(&logs).unwrap();
-    std::fs::write(
-        logs.join("app.log.1"),
-        format!(
+    write_in(
+        &logs,
+        "app.log.1",
+        &format!(
             "{}\n{}\n",
             line(
                 30,
@@ -73,11 +57,11 @@ fn query_logs_reads_the_configured_files() {
             ),
             line(29, "INFO", "GET /api/v1/orders 200"),
         ),
-    )
-    .unwrap();
-    std::fs::write(
-        logs.join("app.log"),
-        format!(
+    );
+    write_in(
+        &logs,
+        "app.log",
+        &format!(
             "{}\nnot a json line\n{}",
             line(
                 10,
@@ -90,17 +74,15 @@ fn query_logs_reads_the_configured_files() {
                 "HikariPool-1 - Connection is not available, request timed out after 5000ms."
             ),
         ),
-    )
-    .unwrap();
-    let config = dir.join("aci.toml");
-    std::fs::write(
-        &config,
-        format!(
+    );
+    let config = write_in(
+        &dir,
+        "aci.toml",
+        &format!(
             "[logs.topics.APPLICATION]\ndir = {:?}\nfiles = [\"app.log*\"]\nformat = \"json_lines\"\n",
             logs.to_str().unwrap()
         ),
-    )
-    .unwrap();
+    );
 
     let (code, v, stderr) = call(
         &config,
@@ -143,29 +125,26 @@ fn query_logs_reads_the_configured_files() {
     assert!(!v.to_string().contains(logs.to_str().unwrap()));
 
     // Without [logs] topics the mock stays the source.
-    let plain = dir.join("plain.toml");
-    std::fs::write(&plain, "[logs]\nmax_raw_events = 10\n").unwrap();
+    let plain = write_in(&dir, "plain.toml", "[logs]\nmax_raw_events = 10\n");
     let (code, v, _) = call(&plain, r#"{"topic":"APPLICATION","query":"timeout"}"#);
     assert_eq!(code, Some(0));
     assert_eq!(v["observation"]["source_kind"], "MOCK");
 
     // A bad [logs] section is a one-line configuration error.
-    let bad = dir.join("bad.toml");
-    std::fs::write(
-        &bad,
+    let bad = write_in(
+        &dir,
+        "bad.toml",
         "[logs.topics.APPLICATION]\ndir = \"/tmp\"\nfiles = [\"../etc/*\"]\nformat = \"json_lines\"\n",
-    )
-    .unwrap();
+    );
     let (code, _, stderr) = call(&bad, r#"{"topic":"APPLICATION","query":"x"}"#);
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("logs topic APPLICATION"), "{stderr}");
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
-    let unknown = dir.join("unknown.toml");
-    std::fs::write(
-        &unknown,
+    let unknown = write_in(
+        &dir,
+        "unknown.toml",
         "[logs.topics.APPLICATION]\ndir = \"/tmp\"\nfiles = [\"a\"]\nformat = \"json_lines\"\npath = \"/etc\"\n",
-    )
-    .unwrap();
+    );
     let (code, _, stderr) = call(&unknown, r#"{"topic":"APPLICATION","query":"x"}"#);
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("unknown field `path`"), "{stderr}");

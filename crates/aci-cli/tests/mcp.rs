@@ -8,90 +8,28 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+mod support;
+
 use std::process::Stdio;
-use std::sync::{LazyLock, Mutex};
-use std::time::Duration;
 
-use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ContentBlock,
-    ProtocolVersion, RequestMetaObject, RequestParamsMeta, ServerResult, Tool,
-};
-use rmcp::service::{PeerRequestOptions, RunningService};
+use rmcp::model::{CallToolRequest, ClientRequest, ProtocolVersion, ServerResult, Tool};
+use rmcp::service::PeerRequestOptions;
 use rmcp::transport::TokioChildProcess;
-use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
+use rmcp::{ClientLifecycleMode, ClientServiceExt};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::Command;
-
-const TOOLS: [&str; 3] = ["lookup_knowledge", "query_logs", "query_mysql"];
-
-/// A guard against a hung server, not a timing assertion.
-const HANG_GUARD: Duration = Duration::from_secs(120);
-
-fn schema_path(file: &str) -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../schemas")).join(file)
-}
-
-fn read_json(file: &str) -> Value {
-    let text = std::fs::read_to_string(schema_path(file)).unwrap();
-    serde_json::from_str(&text).unwrap()
-}
-
-/// Validators of the frozen schemas, by file name.
-static VALIDATORS: LazyLock<HashMap<String, jsonschema::Validator>> = LazyLock::new(|| {
-    let mut files = vec!["error.result.json".to_owned()];
-    files.extend(TOOLS.iter().map(|t| format!("{t}.observation.json")));
-    files
-        .into_iter()
-        .map(|file| {
-            let validator = jsonschema::validator_for(&read_json(&file))
-                .unwrap_or_else(|e| panic!("{file} is not a valid schema: {e}"));
-            (file, validator)
-        })
-        .collect()
-});
-
-fn assert_valid(validator: &jsonschema::Validator, instance: &Value, what: &str) {
-    let errors: Vec<String> = validator
-        .iter_errors(instance)
-        .map(|e| e.to_string())
-        .collect();
-    assert!(errors.is_empty(), "{what} rejects {instance}: {errors:?}");
-}
-
-/// Text that must never reach an agent or the terminal.
-fn assert_clean(text: &str, what: &str) {
-    let lower = text.to_ascii_lowercase();
-    for needle in ["://", "panic", "backtrace", "password", "secret", "aci:{"] {
-        assert!(
-            !lower.contains(needle),
-            "{what} contains {needle:?}: {text}"
-        );
-    }
-}
-
-/// A config file with `toml` in the test's temporary directory.
-fn config_file(name: &str, toml: &str) -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("mcp-{name}-{}.toml", std::process::id()));
-    std::fs::write(&path, toml).unwrap();
-    path
-}
-
-fn serve_command(args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_aci"));
-    command.arg("serve").args(args).env("RUST_LOG", "info");
-    command
-}
+use support::HANG_GUARD;
+use support::contract::{
+    self, McpClient, TOOLS, assert_clean, call_id, check, error_code, frozen_output_schema,
+    frozen_tools, ids, params, read_schema, validator,
+};
+use support::files::config_file;
+use support::stdio::{RawSession, mysql_arguments, serve_command};
+use tokio::io::{AsyncBufReadExt, BufReader};
 
 /// One `aci serve` child process and the rmcp client talking to it.
 struct Server {
-    client: RunningService<RoleClient, ()>,
+    client: McpClient,
     stderr: tokio::task::JoinHandle<String>,
-    /// Each tool's `outputSchema` from `tools/list`.
-    output_schemas: Mutex<HashMap<String, jsonschema::Validator>>,
 }
 
 impl Server {
@@ -100,7 +38,7 @@ impl Server {
     }
 
     async fn start_with(args: &[&str], lifecycle: ClientLifecycleMode) -> Self {
-        let (transport, stderr) = TokioChildProcess::builder(serve_command(args))
+        let (transport, stderr) = TokioChildProcess::builder(serve_command(args, "info"))
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
@@ -120,24 +58,23 @@ impl Server {
                 .await
                 .unwrap()
                 .unwrap();
-        Self {
-            client,
-            stderr,
-            output_schemas: Mutex::new(HashMap::new()),
-        }
+        Self { client, stderr }
     }
 
+    /// `tools/list`. Each tool's `outputSchema` is the frozen one, which
+    /// [`check`] validates every result against.
     async fn tools(&self) -> Vec<Tool> {
         let tools = tokio::time::timeout(HANG_GUARD, self.client.list_all_tools())
             .await
             .unwrap()
             .unwrap();
-        let mut schemas = self.output_schemas.lock().unwrap();
         for tool in &tools {
-            let schema = Value::Object((*tool.output_schema.clone().unwrap()).clone());
-            schemas.insert(
-                tool.name.to_string(),
-                jsonschema::validator_for(&schema).unwrap(),
+            let name = tool.name.as_ref();
+            let listed = Value::Object((*tool.output_schema.clone().unwrap()).clone());
+            assert_eq!(
+                Some(listed),
+                frozen_output_schema(name),
+                "{name} outputSchema"
             );
         }
         tools
@@ -146,51 +83,7 @@ impl Server {
     /// Calls `name` with `arguments` (an object, or `null` for none) and
     /// `_meta` (an object, or `null`), and checks the result.
     async fn call(&self, name: &str, arguments: Value, meta: Value) -> Value {
-        let result = tokio::time::timeout(
-            HANG_GUARD,
-            self.client.call_tool(params(name, arguments, meta)),
-        )
-        .await
-        .unwrap()
-        .unwrap();
-        self.check(name, &result)
-    }
-
-    /// Checks one result against the contract and returns its structured content.
-    fn check(&self, tool: &str, result: &CallToolResult) -> Value {
-        let structured = result
-            .structured_content
-            .clone()
-            .expect("every result has structuredContent");
-        let [ContentBlock::Text(text)] = result.content.as_slice() else {
-            panic!("expected exactly one text block: {:?}", result.content);
-        };
-        let from_text: Value = serde_json::from_str(&text.text).unwrap();
-        assert_eq!(from_text, structured, "the text block is the same JSON");
-        assert!(
-            text.text.starts_with("{\"evidence_status\":"),
-            "the text keeps the contract's field order: {}",
-            text.text
-        );
-        let status = structured["evidence_status"].as_str().unwrap();
-        let is_error = status == "ERROR";
-        assert_eq!(result.is_error, Some(is_error), "isError of {status}");
-        if is_error {
-            assert_valid(
-                &VALIDATORS["error.result.json"],
-                &structured,
-                "error.result.json",
-            );
-            assert_clean(&text.text, "an error result");
-        } else {
-            let file = format!("{tool}.observation.json");
-            assert_valid(&VALIDATORS[&file], &structured, &file);
-        }
-        if let Some(output) = self.output_schemas.lock().unwrap().get(tool) {
-            assert_valid(output, &structured, "the tool's outputSchema");
-        }
-        assert!(result.meta.is_none(), "nothing but the observation");
-        structured
+        contract::call(&self.client, name, arguments, meta).await
     }
 
     /// Closes stdin and returns the server's stderr after it exits.
@@ -208,21 +101,6 @@ impl Server {
     }
 }
 
-fn params(name: &str, arguments: Value, meta: Value) -> CallToolRequestParams {
-    let mut params = CallToolRequestParams::new(name.to_owned());
-    if let Value::Object(arguments) = arguments {
-        params = params.with_arguments(arguments);
-    }
-    if let Value::Object(meta) = meta {
-        params.set_meta(RequestMetaObject::from(meta));
-    }
-    params
-}
-
-fn ids(tool_call_id: &str) -> Value {
-    json!({ "aci/tool_call_id": tool_call_id })
-}
-
 /// Splits a composed tool call id `mcp:<session>:<JSON-RPC id>` into the
 /// session and the JSON-RPC id text, checking its form.
 fn split_composed(id: &str) -> (&str, &str) {
@@ -234,11 +112,6 @@ fn split_composed(id: &str) -> (&str, &str) {
     assert_eq!(hex.len(), 16, "{id}");
     assert!(hex.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
     (session, rpc_id)
-}
-
-fn error_code(observation: &Value) -> &str {
-    assert_eq!(observation["evidence_status"], "ERROR", "{observation}");
-    observation["error_code"].as_str().unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -261,17 +134,17 @@ async fn lists_the_three_frozen_tools() {
 
     // The validators are not vacuous.
     let error = json!({"evidence_status": "ERROR", "error_code": "UNKNOWN_TOOL", "message": "m"});
-    assert!(VALIDATORS["error.result.json"].is_valid(&error));
-    assert!(!VALIDATORS["error.result.json"].is_valid(&json!({"evidence_status": "ERROR"})));
+    assert!(validator("error.result.json").is_valid(&error));
+    assert!(!validator("error.result.json").is_valid(&json!({"evidence_status": "ERROR"})));
     for tool in TOOLS {
-        assert!(!VALIDATORS[&format!("{tool}.observation.json")].is_valid(&error));
+        assert!(!validator(&format!("{tool}.observation.json")).is_valid(&error));
     }
 
     let tools = server.tools().await;
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     assert_eq!(names, TOOLS);
-    let frozen = read_json("tools.mcp.json");
-    for (tool, frozen) in tools.iter().zip(frozen["tools"].as_array().unwrap()) {
+    let frozen = frozen_tools();
+    for (tool, frozen) in tools.iter().zip(frozen.as_array().unwrap()) {
         let name = tool.name.as_ref();
         assert_eq!(
             tool.annotations.as_ref().unwrap().read_only_hint,
@@ -280,7 +153,7 @@ async fn lists_the_three_frozen_tools() {
         );
         assert_eq!(
             Value::Object((*tool.input_schema).clone()),
-            read_json(&format!("{name}.request.json")),
+            read_schema(&format!("{name}.request.json")),
             "{name} inputSchema"
         );
         let output = tool.output_schema.as_ref().unwrap();
@@ -308,7 +181,7 @@ async fn the_newest_revision_works_without_a_handshake() {
         .call(
             "lookup_knowledge",
             json!({"query": "connection pool exhausted"}),
-            ids("call-discover-1"),
+            call_id("call-discover-1"),
         )
         .await;
     assert_eq!(found["evidence_status"], "EVIDENCE_FOUND");
@@ -362,11 +235,7 @@ async fn calls_each_tool() {
     assert_eq!(logs["evidence_status"], "EVIDENCE_FOUND");
 
     let mysql = server
-        .call(
-            "query_mysql",
-            json!({"data_source": "orders", "sql": "SELECT id FROM orders WHERE id = ?", "params": [1]}),
-            Value::Null,
-        )
+        .call("query_mysql", mysql_arguments(), Value::Null)
         .await;
     assert_eq!(error_code(&mysql), "DATA_SOURCE_UNKNOWN"); // and isError true (checked)
     assert!(mysql["tool_call_id"].is_string());
@@ -381,7 +250,7 @@ async fn preflight_errors_are_error_results() {
 
     // An invalid id in `_meta`: no substitute, and no id in the result.
     let invalid = server
-        .call("lookup_knowledge", query.clone(), ids("bad id"))
+        .call("lookup_knowledge", query.clone(), call_id("bad id"))
         .await;
     assert_eq!(error_code(&invalid), "INVALID_TOOL_CALL_ID");
     assert!(invalid.get("tool_call_id").is_none(), "{invalid}");
@@ -398,18 +267,18 @@ async fn preflight_errors_are_error_results() {
 
     // The same `_meta` id twice.
     let first = server
-        .call("lookup_knowledge", query.clone(), ids("call-dup"))
+        .call("lookup_knowledge", query.clone(), call_id("call-dup"))
         .await;
     assert_eq!(first["evidence_status"], "EVIDENCE_FOUND");
     let again = server
-        .call("lookup_knowledge", query.clone(), ids("call-dup"))
+        .call("lookup_knowledge", query.clone(), call_id("call-dup"))
         .await;
     assert_eq!(error_code(&again), "DUPLICATE_TOOL_CALL");
     assert_eq!(again["tool_call_id"], "call-dup");
 
     // Unknown tools go through the boundary too.
     let unknown = server
-        .call("drop_database", json!({}), ids("call-unknown"))
+        .call("drop_database", json!({}), call_id("call-unknown"))
         .await;
     assert_eq!(error_code(&unknown), "UNKNOWN_TOOL");
     assert_eq!(unknown["tool_call_id"], "call-unknown");
@@ -419,7 +288,7 @@ async fn preflight_errors_are_error_results() {
         .call(
             "lookup_knowledge",
             json!({"query": "disk", "limit": 3}),
-            ids("call-extra"),
+            call_id("call-extra"),
         )
         .await;
     assert_eq!(error_code(&extra), "INVALID_INPUT");
@@ -427,16 +296,16 @@ async fn preflight_errors_are_error_results() {
         .call(
             "query_logs",
             json!({"topic": "APPLICATION", "query": "timeout", "lookback_minutes": 0}),
-            ids("call-zero"),
+            call_id("call-zero"),
         )
         .await;
     assert_eq!(error_code(&zero), "INVALID_INPUT");
     let missing = server
-        .call("lookup_knowledge", Value::Null, ids("call-missing"))
+        .call("lookup_knowledge", Value::Null, call_id("call-missing"))
         .await;
     assert_eq!(error_code(&missing), "INVALID_INPUT");
     let empty = server
-        .call("lookup_knowledge", json!({}), ids("call-empty"))
+        .call("lookup_knowledge", json!({}), call_id("call-empty"))
         .await;
     assert_eq!(error_code(&empty), "INVALID_INPUT");
 
@@ -445,7 +314,7 @@ async fn preflight_errors_are_error_results() {
         .call(
             "lookup_knowledge",
             query.clone(),
-            json!({"aci/tool_call_id": "call-run", "aci/run_id": "bad run"}),
+            ids("bad run", "call-run"),
         )
         .await;
     assert_eq!(error_code(&run), "RUN_MISMATCH");
@@ -508,7 +377,7 @@ async fn the_run_budget_is_enforced_per_run() {
         .call(
             "lookup_knowledge",
             query.clone(),
-            json!({"aci/run_id": "run-budget-other", "aci/tool_call_id": "call-1"}),
+            ids("run-budget-other", "call-1"),
         )
         .await;
     assert_ne!(other["evidence_status"], "ERROR", "{other}");
@@ -520,7 +389,7 @@ async fn a_meta_run_id_is_a_run_of_its_own() {
     let server = Server::start(&["--run-id", "run-main"]).await;
     server.tools().await;
     let query = json!({"query": "out of memory killed"});
-    let in_b = json!({"aci/run_id": "run-harness-b", "aci/tool_call_id": "call-1"});
+    let in_b = ids("run-harness-b", "call-1");
 
     let first = server
         .call("lookup_knowledge", query.clone(), in_b.clone())
@@ -529,16 +398,12 @@ async fn a_meta_run_id_is_a_run_of_its_own() {
     assert_eq!(first["tool_call_id"], "call-1");
     // The same tool call id in the server's run is a different call.
     let main = server
-        .call("lookup_knowledge", query.clone(), ids("call-1"))
+        .call("lookup_knowledge", query.clone(), call_id("call-1"))
         .await;
     assert_ne!(main["evidence_status"], "ERROR", "{main}");
     // Naming the server's run explicitly is the same as leaving it out.
     let explicit = server
-        .call(
-            "lookup_knowledge",
-            query.clone(),
-            json!({"aci/run_id": "run-main", "aci/tool_call_id": "call-1"}),
-        )
+        .call("lookup_knowledge", query.clone(), ids("run-main", "call-1"))
         .await;
     assert_eq!(error_code(&explicit), "DUPLICATE_TOOL_CALL");
     // ...and the first call was recorded in run-harness-b.
@@ -572,7 +437,7 @@ async fn the_default_tool_call_id_is_the_sessions_jsonrpc_id() {
         let ServerResult::CallToolResult(result) = response else {
             panic!("expected a tools/call result: {response:?}");
         };
-        let observation = server.check("lookup_knowledge", &result);
+        let observation = check("lookup_knowledge", &result);
         let composed = observation["tool_call_id"].as_str().unwrap().to_owned();
         let (session, rpc_id) = split_composed(&composed);
         assert_eq!(rpc_id, id.as_str());
@@ -583,155 +448,52 @@ async fn the_default_tool_call_id_is_the_sessions_jsonrpc_id() {
     server.stop().await;
 }
 
-/// A raw JSON-RPC session: lines in, lines out.
-struct RawSession {
-    child: tokio::process::Child,
-    stdin: Option<tokio::process::ChildStdin>,
-    stdout: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
-    /// Responses read ahead, by id.
-    responses: BTreeMap<String, Value>,
-}
-
-impl RawSession {
-    async fn start() -> Self {
-        let mut child = serve_command(&[])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take();
-        let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut session = Self {
-            child,
-            stdin,
-            stdout,
-            responses: BTreeMap::new(),
-        };
-        session
-            .send(json!({
-                "jsonrpc": "2.0", "id": 0, "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-11-25",
-                    "capabilities": {},
-                    "clientInfo": {"name": "raw", "version": "1"}
-                }
-            }))
-            .await;
-        let init = session.response("0").await;
-        assert_eq!(init["result"]["serverInfo"]["name"], "aci");
-        session
-            .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-            .await;
-        session
-    }
-
-    async fn send(&mut self, message: Value) {
-        let stdin = self.stdin.as_mut().unwrap();
-        stdin
-            .write_all(format!("{message}\n").as_bytes())
-            .await
-            .unwrap();
-        stdin.flush().await.unwrap();
-    }
-
-    /// The response to the request with id `id` (its JSON text).
-    async fn response(&mut self, id: &str) -> Value {
-        loop {
-            if let Some(response) = self.responses.remove(id) {
-                return response;
-            }
-            let line = tokio::time::timeout(HANG_GUARD, self.stdout.next_line())
-                .await
-                .unwrap()
-                .unwrap()
-                .expect("the server answers before closing stdout");
-            // stdout carries only JSON-RPC messages, one per line.
-            let message: Value = serde_json::from_str(&line)
-                .unwrap_or_else(|e| panic!("stdout carried a non-JSON line ({e}): {line}"));
-            assert_eq!(message["jsonrpc"], "2.0", "{line}");
-            if let Some(key) = message.get("id").map(|id| id.to_string()) {
-                self.responses.insert(key, message);
-            }
-        }
-    }
-
-    async fn call(&mut self, id: Value, arguments: Value) -> Value {
-        let key = id.to_string();
-        self.send(json!({
-            "jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": "lookup_knowledge", "arguments": arguments}
-        }))
-        .await;
-        let response = self.response(&key).await;
-        response["result"]["structuredContent"].clone()
-    }
-
-    /// Closes stdin and returns the exit status.
-    async fn close(mut self) -> std::process::ExitStatus {
-        drop(self.stdin.take());
-        // Nothing more may come on stdout after end of input.
-        let rest = tokio::time::timeout(HANG_GUARD, self.stdout.next_line())
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(rest, None);
-        tokio::time::timeout(HANG_GUARD, self.child.wait())
-            .await
-            .unwrap()
-            .unwrap()
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn jsonrpc_ids_are_composed_with_the_session_as_sent() {
-    let mut session = RawSession::start().await;
+    let mut session = RawSession::start(&[]).await;
     let query = json!({"query": "connection pool exhausted"});
 
-    let by_string = session.call(json!("rpc.7:a"), query.clone()).await;
+    let by_string = lookup(&mut session, json!("rpc.7:a"), query.clone()).await;
     let composed = by_string["tool_call_id"].as_str().unwrap().to_owned();
     let (name, rpc_id) = split_composed(&composed);
     assert_eq!(rpc_id, "rpc.7:a");
-    let by_number = session.call(json!(42), query.clone()).await;
+    let by_number = lookup(&mut session, json!(42), query.clone()).await;
     assert_eq!(by_number["tool_call_id"], format!("mcp:{name}:42"));
-    assert_valid(
-        &VALIDATORS["lookup_knowledge.observation.json"],
+    contract::assert_valid(
+        validator("lookup_knowledge.observation.json"),
         &by_number,
         "observation",
     );
     // A JSON-RPC id that is not a valid tool call id is not replaced either.
-    let invalid = session.call(json!("has space"), query.clone()).await;
+    let invalid = lookup(&mut session, json!("has space"), query.clone()).await;
     assert_eq!(invalid["error_code"], "INVALID_TOOL_CALL_ID");
     assert!(invalid.get("tool_call_id").is_none());
-    assert_valid(&VALIDATORS["error.result.json"], &invalid, "error result");
+    contract::assert_valid(validator("error.result.json"), &invalid, "error result");
     // The same JSON-RPC id twice is the same tool call twice.
-    let again = session.call(json!(42), query).await;
+    let again = lookup(&mut session, json!(42), query).await;
     assert_eq!(again["error_code"], "DUPLICATE_TOOL_CALL");
 
-    let status = session.close().await;
+    let (status, rest, _) = session.close().await;
+    // Nothing more may come on stdout after end of input.
+    assert!(rest.is_empty(), "{rest:?}");
     assert!(
         status.success(),
         "stdin EOF ends the server cleanly: {status}"
     );
 }
 
+/// A raw `lookup_knowledge` call with JSON-RPC id `id`: its `structuredContent`.
+async fn lookup(session: &mut RawSession, id: Value, arguments: Value) -> Value {
+    session.call(&id, "lookup_knowledge", arguments, None).await
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn interrupt_ends_the_server_cleanly() {
-    let session = RawSession::start().await;
-    let pid = session.child.id().unwrap();
+    let session = RawSession::start(&[]).await;
     // Our own child, by its id.
-    let sent = std::process::Command::new("kill")
-        .args(["-INT", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(sent.success());
-    let mut session = session;
+    session.signal("INT");
     // stdin is still open: the interrupt alone must end the server.
-    let status = tokio::time::timeout(HANG_GUARD, session.child.wait())
-        .await
-        .unwrap()
-        .unwrap();
+    let (status, _, _) = session.finish().await;
     assert!(status.success(), "Ctrl-C ends the server cleanly: {status}");
 }
 
@@ -746,11 +508,7 @@ async fn data_source_failures_name_no_url_or_password() {
     let server = Server::start(&["--config", config.to_str().unwrap()]).await;
     server.tools().await;
     let failed = server
-        .call(
-            "query_mysql",
-            json!({"data_source": "orders", "sql": "SELECT id FROM orders WHERE id = ?", "params": [1]}),
-            Value::Null,
-        )
+        .call("query_mysql", mysql_arguments(), Value::Null)
         .await;
     // The result and stderr are checked for URLs and secrets on the way.
     assert_eq!(failed["evidence_status"], "ERROR", "{failed}");

@@ -8,7 +8,8 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::{RawSession, SilentServer, mysql_arguments, rpc_error};
+use support::contract::call_id;
+use support::stdio::{RawSession, SilentServer, assert_abandoned, mysql_arguments, rpc_error};
 
 /// The session still serves after whatever came before.
 async fn assert_alive(session: &mut RawSession, id: &str) {
@@ -170,7 +171,7 @@ async fn arguments_that_are_not_an_object_are_invalid_input_results() {
                 &id,
                 "lookup_knowledge",
                 arguments.clone(),
-                Some(json!({"aci/tool_call_id": format!("call-args-{n}")})),
+                Some(call_id(&format!("call-args-{n}"))),
             )
             .await;
         assert_eq!(
@@ -208,7 +209,7 @@ async fn an_id_in_flight_cannot_be_reused_and_is_free_again_after_its_reply() {
             &json!(5),
             "query_mysql",
             Some(mysql_arguments()),
-            Some(json!({"aci/tool_call_id": "call-slow"})),
+            Some(call_id("call-slow")),
         )
         .await;
     // The same id again while the first is in flight.
@@ -217,7 +218,7 @@ async fn an_id_in_flight_cannot_be_reused_and_is_free_again_after_its_reply() {
             &json!(5),
             "lookup_knowledge",
             Some(json!({"query": "pool"})),
-            Some(json!({"aci/tool_call_id": "call-dup"})),
+            Some(call_id("call-dup")),
         )
         .await;
     let reply = session.response(&json!(5)).await;
@@ -243,13 +244,7 @@ async fn an_id_in_flight_cannot_be_reused_and_is_free_again_after_its_reply() {
     // answers with its error result.
     session.close_stdin();
     let abandoned = session.response(&json!(5)).await;
-    let observation = &abandoned["result"]["structuredContent"];
-    assert_eq!(
-        observation["error_code"], "EXECUTION_ABANDONED",
-        "{abandoned}"
-    );
-    assert_eq!(observation["tool_call_id"], "call-slow");
-    assert_eq!(abandoned["result"]["isError"], true);
+    assert_abandoned(&abandoned, "call-slow");
     let (status, rest, _) = session.finish().await;
     assert!(status.success(), "{status}");
     assert!(rest.is_empty(), "{rest:?}");
@@ -264,7 +259,7 @@ async fn an_answered_id_can_be_used_again() {
                 &json!(1),
                 "lookup_knowledge",
                 json!({"query": "connection pool"}),
-                Some(json!({"aci/tool_call_id": format!("call-again-{n}")})),
+                Some(call_id(&format!("call-again-{n}"))),
             )
             .await;
         assert_eq!(

@@ -6,39 +6,28 @@
 
 mod support;
 
-use std::path::PathBuf;
-
 use serde_json::json;
-use support::{RawSession, config_file, uuid_like};
+use support::files::{config_file, temp_dir, unique, unique_suffix, write_in};
+use support::stdio::{RawSession, run_args};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn trace_logs_carry_no_payload_and_no_url() {
-    let sentinel = format!("zqxsentinel{}", uuid_like());
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("logs-kb-{}", uuid_like()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("sentinel.md"),
-        format!("# Sentinel runbook\n\nWhen the {sentinel} gauge spikes, restart the {sentinel} worker.\n"),
-    )
-    .unwrap();
+    let sentinel = format!("zqxsentinel{}", unique_suffix());
+    let dir = temp_dir("logs-kb");
+    write_in(
+        &dir,
+        "sentinel.md",
+        &format!(
+            "# Sentinel runbook\n\nWhen the {sentinel} gauge spikes, restart the {sentinel} worker.\n"
+        ),
+    );
     let config = config_file(
         "logs",
         &format!("[knowledge]\ndir = \"{}\"\n", dir.display()),
     );
     let store = store_redis::testing::shared_url();
-    let run = format!("run-logs-{}", uuid_like());
-    let mut session = RawSession::start_logging(
-        &[
-            "--config",
-            config.to_str().unwrap(),
-            "--store",
-            &store,
-            "--run-id",
-            &run,
-        ],
-        "trace",
-    )
-    .await;
+    let run = unique("run-logs");
+    let mut session = RawSession::start_logging(&run_args(&config, &store, &run), "trace").await;
     // The sentinel in the arguments and, through the knowledge base, in the result.
     let found = session
         .call(

@@ -7,12 +7,17 @@
 
 mod support;
 
+use std::path::Path;
 use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
 use projectors_mysql::testing::TestDatabase;
 use serde_json::{Value, json};
-use support::{HANG_GUARD, RawSession, aci, config_file, inspect, uuid_like};
+use support::HANG_GUARD;
+use support::command::{aci_async, inspect, record, stderr, stdout};
+use support::contract::call_id;
+use support::files::{config_file, unique, unique_suffix};
+use support::stdio::{RawSession, run_args};
 
 /// A database with `t` holding 2,500 rows, so that a three-way cross join
 /// counts 1.5e10 rows: a legitimate read that runs far longer than any test,
@@ -78,13 +83,19 @@ async fn wait_running(db: &TestDatabase, marker: &str, n: usize) -> usize {
     }
 }
 
-fn record<'a>(records: &'a [Value], tool_call_id: &str) -> &'a Value {
-    let found: Vec<&Value> = records
-        .iter()
-        .filter(|r| r["tool_call_id"] == tool_call_id)
-        .collect();
-    assert_eq!(found.len(), 1, "{records:?}");
-    found[0]
+/// A session of a server of `run` on `store` with `config`, and the slow
+/// statement marked `marker` sent as call `call-slow`.
+async fn session_with_slow_call(config: &Path, store: &str, run: &str, marker: &str) -> RawSession {
+    let mut session = RawSession::start(&run_args(config, store, run)).await;
+    session
+        .send_call(
+            &json!(1),
+            "query_mysql",
+            Some(slow_arguments(marker)),
+            Some(call_id("call-slow")),
+        )
+        .await;
+    session
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -98,26 +109,10 @@ async fn stopping_mid_statement_abandons_the_record_and_kills_the_statement() {
     let db = database().await;
     let store = store_redis::testing::shared_url();
     for stop in [Stop::Sigterm, Stop::CloseStdin] {
-        let run = format!("run-stop-{}", uuid_like());
-        let marker = format!("mk_{}", uuid_like());
+        let run = unique("run-stop");
+        let marker = format!("mk_{}", unique_suffix());
         let config = config(&db, "stop");
-        let mut session = RawSession::start(&[
-            "--config",
-            config.to_str().unwrap(),
-            "--store",
-            &store,
-            "--run-id",
-            &run,
-        ])
-        .await;
-        session
-            .send_call(
-                &json!(1),
-                "query_mysql",
-                Some(slow_arguments(&marker)),
-                Some(json!({"aci/tool_call_id": "call-slow"})),
-            )
-            .await;
+        let mut session = session_with_slow_call(&config, &store, &run, &marker).await;
         assert_eq!(
             wait_running(&db, &marker, 1).await,
             1,
@@ -136,7 +131,7 @@ async fn stopping_mid_statement_abandons_the_record_and_kills_the_statement() {
         assert!(status.success(), "{stop:?}: {status}: {stderr}");
         assert!(rest.is_empty(), "{rest:?}");
 
-        let records = inspect(&run, &store).await;
+        let records = inspect(&run, &store, None).await;
         let slow = record(&records, "call-slow");
         assert_eq!(slow["status"], "ERROR", "{stop:?}: {slow}");
         assert_eq!(
@@ -157,35 +152,19 @@ async fn stopping_mid_statement_abandons_the_record_and_kills_the_statement() {
 async fn a_killed_server_is_recovered_without_running_twice() {
     let db = database().await;
     let store = store_redis::testing::shared_url();
-    let run = format!("run-killed-{}", uuid_like());
-    let marker = format!("mk_{}", uuid_like());
+    let run = unique("run-killed");
+    let marker = format!("mk_{}", unique_suffix());
     let config = config(&db, "killed");
-    let args = [
-        "--config",
-        config.to_str().unwrap(),
-        "--store",
-        store.as_str(),
-        "--run-id",
-        run.as_str(),
-    ];
-    let mut session = RawSession::start(&args).await;
-    session
-        .send_call(
-            &json!(1),
-            "query_mysql",
-            Some(slow_arguments(&marker)),
-            Some(json!({"aci/tool_call_id": "call-slow"})),
-        )
-        .await;
+    let session = session_with_slow_call(&config, &store, &run, &marker).await;
     assert_eq!(wait_running(&db, &marker, 1).await, 1, "the statement runs");
     session.signal("KILL");
     let (status, _, _) = session.finish().await;
     assert!(!status.success(), "killed: {status}");
-    let records = inspect(&run, &store).await;
+    let records = inspect(&run, &store, None).await;
     assert_eq!(record(&records, "call-slow")["status"], "PROJECTING");
 
     // Recovery finalizes it, and says so.
-    let (status, stdout, stderr) = aci(&[
+    let out = aci_async(&[
         "recover",
         "--run",
         &run,
@@ -195,24 +174,25 @@ async fn a_killed_server_is_recovered_without_running_twice() {
         "0",
     ])
     .await;
-    assert!(status.success(), "{status}: {stderr}");
+    assert!(out.status.success(), "{}: {}", out.status, stderr(&out));
+    let printed = stdout(&out);
     assert!(
-        stdout.contains("call-slow"),
-        "recover prints what it changed: {stdout}"
+        printed.contains("call-slow"),
+        "recover prints what it changed: {printed}"
     );
-    let records = inspect(&run, &store).await;
+    let records = inspect(&run, &store, None).await;
     let slow = record(&records, "call-slow");
     assert_eq!(slow["status"], "ERROR", "{slow}");
     assert_eq!(slow["error_code"], "EXECUTION_ABANDONED", "{slow}");
 
     // A retry of the same call is a duplicate: nothing runs again.
-    let mut retry = RawSession::start(&args).await;
+    let mut retry = RawSession::start(&run_args(&config, &store, &run)).await;
     let again = retry
         .call(
             &json!(1),
             "query_mysql",
             slow_arguments(&marker),
-            Some(json!({"aci/tool_call_id": "call-slow"})),
+            Some(call_id("call-slow")),
         )
         .await;
     assert_eq!(again["error_code"], "DUPLICATE_TOOL_CALL", "{again}");
@@ -220,7 +200,7 @@ async fn a_killed_server_is_recovered_without_running_twice() {
     assert!(status.success());
     // At most the orphan of the killed server still runs: never a second one.
     assert!(running(&db, &marker).await <= 1, "the statement ran once");
-    let records = inspect(&run, &store).await;
+    let records = inspect(&run, &store, None).await;
     assert_eq!(records.len(), 1, "{records:?}");
     // Ends the orphan too.
     tokio::time::timeout(HANG_GUARD, db.drop()).await.unwrap();

@@ -7,12 +7,15 @@
 mod support;
 
 use serde_json::json;
-use support::{RawSession, inspect, uuid_like};
+use support::command::inspect;
+use support::contract::call_id;
+use support::files::unique;
+use support::stdio::RawSession;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn two_sessions_of_one_run_sending_id_1_make_two_calls() {
     let store = store_redis::testing::shared_url();
-    let run = format!("run-sessions-{}", uuid_like());
+    let run = unique("run-sessions");
     let args = ["--store", store.as_str(), "--run-id", run.as_str()];
     let mut first = RawSession::start(&args).await;
     let mut second = RawSession::start(&args).await;
@@ -43,7 +46,7 @@ async fn two_sessions_of_one_run_sending_id_1_make_two_calls() {
 
     // A framework id wins, exactly, and is run-wide: the other session's
     // same `_meta` id is a duplicate.
-    let framework = json!({"aci/tool_call_id": "call_A1"});
+    let framework = call_id("call_A1");
     let c = first
         .call(
             &json!(2),
@@ -69,7 +72,7 @@ async fn two_sessions_of_one_run_sending_id_1_make_two_calls() {
         let (status, _, _) = session.close().await;
         assert!(status.success(), "{status}");
     }
-    let records = inspect(&run, &store).await;
+    let records = inspect(&run, &store, None).await;
     let mut ready: Vec<&str> = records
         .iter()
         .filter(|r| r["status"] == "READY")

@@ -8,29 +8,36 @@
 
 mod support;
 
-use serde_json::{Value, json};
-use support::{
-    RawSession, SilentServer, config_file, inspect, mysql_arguments, rpc_error, uuid_like,
+use std::path::Path;
+
+use serde_json::json;
+use support::HANG_GUARD;
+use support::command::{inspect, record};
+use support::contract::call_id;
+use support::files::{config_file, unique};
+use support::stdio::{
+    RawSession, SilentServer, assert_abandoned, mysql_arguments, rpc_error, run_args,
 };
 
-/// The one record of `tool_call_id` in `run`.
-fn record<'a>(records: &'a [Value], tool_call_id: &str) -> &'a Value {
-    let found: Vec<&Value> = records
-        .iter()
-        .filter(|r| r["tool_call_id"] == tool_call_id)
-        .collect();
-    assert_eq!(found.len(), 1, "{records:?}");
-    found[0]
-}
-
-fn assert_abandoned(response: &Value, tool_call_id: &str) {
-    let observation = &response["result"]["structuredContent"];
-    assert_eq!(
-        observation["error_code"], "EXECUTION_ABANDONED",
-        "{response}"
-    );
-    assert_eq!(observation["tool_call_id"], tool_call_id, "{response}");
-    assert_eq!(response["result"]["isError"], true);
+/// A session of a server of `run` on `store` with `config`, and its first
+/// call sent: a `query_mysql` call `tool_call_id` with JSON-RPC id 1, on the
+/// silent data source, so it stays in flight.
+async fn session_with_slow_call(
+    config: &Path,
+    store: &str,
+    run: &str,
+    tool_call_id: &str,
+) -> RawSession {
+    let mut session = RawSession::start(&run_args(config, store, run)).await;
+    session
+        .send_call(
+            &json!(1),
+            "query_mysql",
+            Some(mysql_arguments()),
+            Some(call_id(tool_call_id)),
+        )
+        .await;
+    session
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -38,22 +45,14 @@ async fn sigterm_stops_taking_calls_drains_then_abandons() {
     let silent = SilentServer::start().await;
     let config = silent.config("term", 2);
     let store = store_redis::testing::shared_url();
-    let run = format!("run-term-{}", uuid_like());
-    let mut session = RawSession::start(&[
-        "--config",
-        config.to_str().unwrap(),
-        "--store",
-        &store,
-        "--run-id",
-        &run,
-    ])
-    .await;
+    let run = unique("run-term");
+    let mut session = RawSession::start(&run_args(&config, &store, &run)).await;
     let done = session
         .call(
             &json!(1),
             "lookup_knowledge",
             json!({"query": "connection pool"}),
-            Some(json!({"aci/tool_call_id": "call-done"})),
+            Some(call_id("call-done")),
         )
         .await;
     assert_eq!(done["evidence_status"], "EVIDENCE_FOUND", "{done}");
@@ -62,7 +61,7 @@ async fn sigterm_stops_taking_calls_drains_then_abandons() {
             &json!(2),
             "query_mysql",
             Some(mysql_arguments()),
-            Some(json!({"aci/tool_call_id": "call-slow"})),
+            Some(call_id("call-slow")),
         )
         .await;
     // Wait until the slow call's record exists (it is running).
@@ -76,7 +75,7 @@ async fn sigterm_stops_taking_calls_drains_then_abandons() {
             &json!(3),
             "lookup_knowledge",
             Some(json!({"query": "pool"})),
-            Some(json!({"aci/tool_call_id": "call-late"})),
+            Some(call_id("call-late")),
         )
         .await;
     let refused = session.response(&json!(3)).await;
@@ -88,7 +87,7 @@ async fn sigterm_stops_taking_calls_drains_then_abandons() {
     assert!(status.success(), "{status}: {stderr}");
     assert!(rest.is_empty(), "{rest:?}");
 
-    let records = inspect(&run, &store).await;
+    let records = inspect(&run, &store, None).await;
     assert_eq!(record(&records, "call-done")["status"], "READY");
     let slow = record(&records, "call-slow");
     assert_eq!(slow["status"], "ERROR", "{slow}");
@@ -109,24 +108,8 @@ async fn a_second_signal_abandons_at_once() {
     // A drain far longer than the hang guard: only the second signal can end it.
     let config = silent.config("twice", 3600);
     let store = store_redis::testing::shared_url();
-    let run = format!("run-twice-{}", uuid_like());
-    let mut session = RawSession::start(&[
-        "--config",
-        config.to_str().unwrap(),
-        "--store",
-        &store,
-        "--run-id",
-        &run,
-    ])
-    .await;
-    session
-        .send_call(
-            &json!(1),
-            "query_mysql",
-            Some(mysql_arguments()),
-            Some(json!({"aci/tool_call_id": "call-slow"})),
-        )
-        .await;
+    let run = unique("run-twice");
+    let mut session = session_with_slow_call(&config, &store, &run, "call-slow").await;
     wait_for_record(&run, &store, "call-slow").await;
     session.signal("INT");
     wait_draining(&mut session).await;
@@ -135,7 +118,7 @@ async fn a_second_signal_abandons_at_once() {
     assert_abandoned(&abandoned, "call-slow");
     let (status, _, stderr) = session.finish().await;
     assert!(status.success(), "{status}: {stderr}");
-    let records = inspect(&run, &store).await;
+    let records = inspect(&run, &store, None).await;
     assert_eq!(
         record(&records, "call-slow")["error_code"],
         "EXECUTION_ABANDONED"
@@ -149,38 +132,20 @@ async fn a_call_that_ends_within_the_drain_keeps_its_own_result() {
     let config = config_file(
         "within",
         &format!(
-            "[limits]\ntimeout_secs = 1\n[serve]\ndrain_secs = 60\n\
-             [mysql]\nconnect_timeout_ms = 60000\n\
-             [mysql.data_sources.orders]\nurl = \"mysql://reader:pw@127.0.0.1:{}/shop\"\n",
-            silent.port
+            "[limits]\ntimeout_secs = 1\n[serve]\ndrain_secs = 60\n{}",
+            silent.mysql_config()
         ),
     );
     let store = store_redis::testing::shared_url();
-    let run = format!("run-within-{}", uuid_like());
-    let mut session = RawSession::start(&[
-        "--config",
-        config.to_str().unwrap(),
-        "--store",
-        &store,
-        "--run-id",
-        &run,
-    ])
-    .await;
-    session
-        .send_call(
-            &json!(1),
-            "query_mysql",
-            Some(mysql_arguments()),
-            Some(json!({"aci/tool_call_id": "call-timeout"})),
-        )
-        .await;
+    let run = unique("run-within");
+    let mut session = session_with_slow_call(&config, &store, &run, "call-timeout").await;
     session.close_stdin();
     let response = session.response(&json!(1)).await;
     let observation = &response["result"]["structuredContent"];
     assert_eq!(observation["error_code"], "EXECUTION_TIMEOUT", "{response}");
     let (status, _, stderr) = session.finish().await;
     assert!(status.success(), "{status}: {stderr}");
-    let records = inspect(&run, &store).await;
+    let records = inspect(&run, &store, None).await;
     assert_eq!(
         record(&records, "call-timeout")["error_code"],
         "EXECUTION_TIMEOUT"
@@ -207,9 +172,9 @@ async fn wait_draining(session: &mut RawSession) {
 
 /// Waits until `tool_call_id` has a record in `run` (bounded by the hang guard).
 async fn wait_for_record(run: &str, store: &str, tool_call_id: &str) {
-    tokio::time::timeout(support::HANG_GUARD, async {
+    tokio::time::timeout(HANG_GUARD, async {
         loop {
-            if inspect(run, store)
+            if inspect(run, store, None)
                 .await
                 .iter()
                 .any(|r| r["tool_call_id"] == tool_call_id)
@@ -227,39 +192,23 @@ async fn wait_for_record(run: &str, store: &str, tool_call_id: &str) {
 async fn a_server_recovers_its_run_at_start() {
     let silent = SilentServer::start().await;
     let store = store_redis::testing::shared_url();
-    let run = format!("run-restart-{}", uuid_like());
+    let run = unique("run-restart");
     let config = silent.config("restart", 60);
-    let args = [
-        "--config",
-        config.to_str().unwrap(),
-        "--store",
-        store.as_str(),
-        "--run-id",
-        run.as_str(),
-    ];
-    let mut killed = RawSession::start(&args).await;
-    killed
-        .send_call(
-            &json!(1),
-            "query_mysql",
-            Some(mysql_arguments()),
-            Some(json!({"aci/tool_call_id": "call-orphan"})),
-        )
-        .await;
+    let killed = session_with_slow_call(&config, &store, &run, "call-orphan").await;
     wait_for_record(&run, &store, "call-orphan").await;
     killed.signal("KILL");
     let (status, _, _) = killed.finish().await;
     assert!(!status.success());
-    let records = inspect(&run, &store).await;
+    let records = inspect(&run, &store, None).await;
     assert_eq!(record(&records, "call-orphan")["status"], "PROJECTING");
 
     // With the default recovery age (30 s past the longest timeout) the
     // young orphan is left alone: a live process might still finish it.
-    let young = RawSession::start(&args).await;
+    let young = RawSession::start(&run_args(&config, &store, &run)).await;
     let (status, _, _) = young.close().await;
     assert!(status.success());
     assert_eq!(
-        record(&inspect(&run, &store).await, "call-orphan")["status"],
+        record(&inspect(&run, &store, None).await, "call-orphan")["status"],
         "PROJECTING"
     );
 
@@ -273,16 +222,8 @@ async fn a_server_recovers_its_run_at_start() {
                 .replace("[serve]\ndrain_secs = 60\n", "")
         ),
     );
-    let mut restarted = RawSession::start(&[
-        "--config",
-        eager.to_str().unwrap(),
-        "--store",
-        &store,
-        "--run-id",
-        &run,
-    ])
-    .await;
-    let records = inspect(&run, &store).await;
+    let mut restarted = RawSession::start(&run_args(&eager, &store, &run)).await;
+    let records = inspect(&run, &store, None).await;
     let orphan = record(&records, "call-orphan");
     assert_eq!(orphan["status"], "ERROR", "{orphan}");
     assert_eq!(orphan["error_code"], "EXECUTION_ABANDONED", "{orphan}");
@@ -292,7 +233,7 @@ async fn a_server_recovers_its_run_at_start() {
             &json!(1),
             "query_mysql",
             mysql_arguments(),
-            Some(json!({"aci/tool_call_id": "call-orphan"})),
+            Some(call_id("call-orphan")),
         )
         .await;
     assert_eq!(again["error_code"], "DUPLICATE_TOOL_CALL", "{again}");

@@ -3,8 +3,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod support;
+
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,32 +16,8 @@ use invocation_core::{
 };
 use serde_json::{Value, json};
 use store_redis::{RedisConfig, RedisStore};
-
-fn aci(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_aci"))
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("the aci binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8(bytes.to_vec()).unwrap()
-}
-
-fn unique(tag: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{tag}-{}-{nanos:x}", std::process::id())
-}
-
-fn config_file(body: &str) -> PathBuf {
-    let path = std::env::temp_dir().join(format!("{}.toml", unique("aci-run-edges")));
-    std::fs::write(&path, body).unwrap();
-    path
-}
+use support::command::{aci, stderr, stdout};
+use support::files::{config_file, unique};
 
 #[test]
 fn zero_limits_are_one_line_configuration_errors() {
@@ -66,7 +43,7 @@ fn zero_limits_are_one_line_configuration_errors() {
             "[run] deadline_secs must be positive",
         ),
     ] {
-        let path = config_file(body);
+        let path = config_file("run-edges", body);
         let out = aci(&[
             "call",
             "lookup_knowledge",
@@ -74,7 +51,7 @@ fn zero_limits_are_one_line_configuration_errors() {
             "--config",
             path.to_str().unwrap(),
         ]);
-        let err = text(&out.stderr);
+        let err = stderr(&out);
         assert_eq!(out.status.code(), Some(1), "{body}: {err}");
         assert!(out.stdout.is_empty(), "{body}");
         assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
@@ -97,14 +74,14 @@ fn call(url: &str, config: &Path, run: &str, id: &str) -> Value {
         "--tool-call-id",
         id,
     ]);
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)))
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)))
 }
 
 #[test]
 fn a_run_deadline_holds_across_processes() {
     let url = store_redis::testing::shared_url();
     let run = unique("run-deadline");
-    let config = config_file("[run]\ndeadline_secs = 1\n");
+    let config = config_file("run-edges", "[run]\ndeadline_secs = 1\n");
     let first = call(&url, &config, &run, "c1");
     assert_eq!(first["control"]["status"], "READY", "{first}");
     std::thread::sleep(Duration::from_millis(1_300));
@@ -116,14 +93,14 @@ fn a_run_deadline_holds_across_processes() {
     );
 
     let out = aci(&["inspect", "--run", &run, "--store", &url]);
-    let shown = text(&out.stdout);
+    let shown = stdout(&out);
     assert!(
         shown.starts_with(&format!("run {run}: started ")),
         "{shown}"
     );
     assert!(shown.contains(", owner -"), "{shown}");
     let out = aci(&["inspect", "--run", &run, "--store", &url, "--json"]);
-    let line: Value = serde_json::from_str(text(&out.stdout).lines().next().unwrap()).unwrap();
+    let line: Value = serde_json::from_str(stdout(&out).lines().next().unwrap()).unwrap();
     let run_state = &line["run"];
     let started = run_state["started_at"].as_str().unwrap();
     let deadline = run_state["deadline"].as_str().unwrap();
@@ -158,9 +135,9 @@ async fn recover_finalizes_what_a_killed_process_left_projecting() {
 
     // The default threshold (longest tool timeout + margin) spares a young record.
     let out = aci(&["recover", "--run", run.as_str(), "--store", &url]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(out.stdout.is_empty());
-    assert!(text(&out.stderr).contains("recovered 0 record(s)"));
+    assert!(stderr(&out).contains("recovered 0 record(s)"));
     let record = store
         .get(&key, RecordFields::Metadata)
         .await
@@ -177,7 +154,7 @@ async fn recover_finalizes_what_a_killed_process_left_projecting() {
         "--older-than",
         "0",
     ]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let line: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         line,
@@ -193,12 +170,12 @@ async fn recover_finalizes_what_a_killed_process_left_projecting() {
 
     let out = aci(&["verify", "--run", run.as_str(), "--store", &url, "stuck"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stdout).contains("EXECUTION_ABANDONED"));
+    assert!(stdout(&out).contains("EXECUTION_ABANDONED"));
     assert_config_error_recover_needs_a_shared_store();
 }
 
 fn assert_config_error_recover_needs_a_shared_store() {
     let out = aci(&["recover", "--run", "r1"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("recover reads records another process wrote"));
+    assert!(stderr(&out).contains("recover reads records another process wrote"));
 }

@@ -10,16 +10,16 @@ use ring::signature::{self, KeyPair as _};
 use serde_json::{Value, json};
 
 /// A private key and its public JWK.
-pub struct SigningKey {
-    pub kid: String,
-    pub algorithm: Algorithm,
+pub(crate) struct SigningKey {
+    pub(crate) kid: String,
+    pub(crate) algorithm: Algorithm,
     key: EncodingKey,
-    pub jwk: Value,
+    pub(crate) jwk: Value,
 }
 
 impl SigningKey {
     /// The committed test-only RSA key (RS256).
-    pub fn rsa() -> Self {
+    pub(crate) fn rsa() -> Self {
         let pem = include_bytes!("keys/rsa-test-key.pem");
         let jwk: Value = serde_json::from_str(include_str!("keys/rsa-test-jwk.json")).unwrap();
         Self {
@@ -31,7 +31,7 @@ impl SigningKey {
     }
 
     /// A fresh P-256 key (ES256).
-    pub fn es256(kid: &str) -> Self {
+    pub(crate) fn es256(kid: &str) -> Self {
         let rng = SystemRandom::new();
         let alg = &signature::ECDSA_P256_SHA256_FIXED_SIGNING;
         let pkcs8 = signature::EcdsaKeyPair::generate_pkcs8(alg, &rng).unwrap();
@@ -51,7 +51,7 @@ impl SigningKey {
     }
 
     /// A fresh Ed25519 key (EdDSA).
-    pub fn ed25519(kid: &str) -> Self {
+    pub(crate) fn ed25519(kid: &str) -> Self {
         let rng = SystemRandom::new();
         let pkcs8 = signature::Ed25519KeyPair::generate_pkcs8(&rng).unwrap();
         let pair = signature::Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).unwrap();
@@ -67,7 +67,7 @@ impl SigningKey {
     }
 
     /// A JWT with `claims`, signed by this key, naming its `kid`.
-    pub fn sign(&self, claims: &Value) -> String {
+    pub(crate) fn sign(&self, claims: &Value) -> String {
         let mut header = Header::new(self.algorithm);
         header.kid = Some(self.kid.clone());
         jsonwebtoken::encode(&header, claims, &self.key).unwrap()
@@ -75,12 +75,12 @@ impl SigningKey {
 }
 
 /// A JWKS document with the public keys of `keys`.
-pub fn jwks(keys: &[&SigningKey]) -> String {
+pub(crate) fn jwks(keys: &[&SigningKey]) -> String {
     json!({ "keys": keys.iter().map(|k| k.jwk.clone()).collect::<Vec<_>>() }).to_string()
 }
 
 /// Seconds since the epoch.
-pub fn now() -> i64 {
+pub(crate) fn now() -> i64 {
     let since = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap();
@@ -88,6 +88,6 @@ pub fn now() -> i64 {
 }
 
 /// Claims for `sub` valid for an hour, from `issuer` to `audience`.
-pub fn claims(issuer: &str, audience: &str, sub: &str) -> Value {
+pub(crate) fn claims(issuer: &str, audience: &str, sub: &str) -> Value {
     json!({ "iss": issuer, "aud": audience, "sub": sub, "iat": now(), "nbf": now() - 5, "exp": now() + 3600 })
 }

@@ -5,48 +5,43 @@ use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 
-use rmcp::service::RunningService;
+use rmcp::ServiceExt as _;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{RoleClient, ServiceExt as _};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
-use super::HANG_GUARD;
+use super::http_client;
+use crate::support::HANG_GUARD;
+use crate::support::command::aci_command;
+use crate::support::contract::McpClient;
 
 /// One running replica.
-pub struct Replica {
+pub(crate) struct Replica {
     child: Child,
     /// `127.0.0.1:PORT`.
-    pub addr: String,
+    pub(crate) addr: String,
     stderr: Arc<Mutex<String>>,
     stderr_done: tokio::task::JoinHandle<()>,
-}
-
-/// The `aci` command with `args`.
-pub fn aci(args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_aci"));
-    command.args(args);
-    command
 }
 
 impl Replica {
     /// Starts `aci serve --http 127.0.0.1:0 --config CONFIG --store STORE ARGS`
     /// and waits until it listens.
-    pub async fn start(config: &Path, store: &str, args: &[&str]) -> Self {
+    pub(crate) async fn start(config: &Path, store: &str, args: &[&str]) -> Self {
         Self::start_with_env(config, store, args, &[("RUST_LOG", "info")]).await
     }
 
     /// [`start`](Self::start) with environment variables.
-    pub async fn start_with_env(
+    pub(crate) async fn start_with_env(
         config: &Path,
         store: &str,
         args: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
         let config = config.to_str().unwrap();
-        let mut command = aci(&[
+        let mut command = aci_command(&[
             "serve",
             "--http",
             "127.0.0.1:0",
@@ -97,19 +92,18 @@ impl Replica {
     }
 
     /// `http://ADDR{path}`.
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
 
     /// An rmcp client of `path` (e.g. `/mcp`) with `token` (none: no header).
-    pub async fn client(&self, path: &str, token: Option<&str>) -> RunningService<RoleClient, ()> {
+    pub(crate) async fn client(&self, path: &str, token: Option<&str>) -> McpClient {
         let mut config = StreamableHttpClientTransportConfig::with_uri(self.url(path))
             .max_concurrent_requests(64);
         if let Some(token) = token {
             config = config.auth_header(token);
         }
-        let transport =
-            StreamableHttpClientTransport::with_client(crate::http_support::http_client(), config);
+        let transport = StreamableHttpClientTransport::with_client(http_client(), config);
         tokio::time::timeout(HANG_GUARD, ().serve(transport))
             .await
             .unwrap()
@@ -117,18 +111,18 @@ impl Replica {
     }
 
     /// What the replica wrote on stderr so far.
-    pub fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()
     }
 
     /// The process id.
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id().unwrap()
     }
 
     /// The process's resident memory now and at its peak (`VmRSS`, `VmHWM`
     /// of `/proc/<pid>/status`), in KiB.
-    pub fn memory(&self) -> Memory {
+    pub(crate) fn memory(&self) -> Memory {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
         let kib = |key: &str| -> u64 {
             status
@@ -144,7 +138,7 @@ impl Replica {
     }
 
     /// Sends `signal` (e.g. `-TERM`, `-KILL`).
-    pub fn signal(&self, signal: &str) {
+    pub(crate) fn signal(&self, signal: &str) {
         let status = std::process::Command::new("kill")
             .args([signal, &self.pid().to_string()])
             .status()
@@ -153,7 +147,7 @@ impl Replica {
     }
 
     /// Waits for the process to exit; returns its status and all of stderr.
-    pub async fn wait(mut self) -> (ExitStatus, String) {
+    pub(crate) async fn wait(mut self) -> (ExitStatus, String) {
         let status = tokio::time::timeout(HANG_GUARD, self.child.wait())
             .await
             .unwrap()
@@ -164,7 +158,7 @@ impl Replica {
     }
 
     /// SIGTERM, then the exit status and stderr.
-    pub async fn stop(self) -> (ExitStatus, String) {
+    pub(crate) async fn stop(self) -> (ExitStatus, String) {
         self.signal("-TERM");
         self.wait().await
     }
@@ -172,16 +166,48 @@ impl Replica {
 
 /// A replica's resident memory, in KiB.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Memory {
+pub(crate) struct Memory {
     /// Resident now (`VmRSS`).
-    pub rss_kib: u64,
+    pub(crate) rss_kib: u64,
     /// The peak so far (`VmHWM`).
-    pub peak_kib: u64,
+    pub(crate) peak_kib: u64,
+}
+
+/// A JSON-RPC `tools/call` request of `tool` with `arguments` and `_meta`.
+pub(crate) fn tools_call_body(
+    id: impl Into<Value>,
+    tool: &str,
+    arguments: &Value,
+    meta: &Value,
+) -> Value {
+    json!({
+        "jsonrpc": "2.0", "id": id.into(), "method": "tools/call",
+        "params": { "name": tool, "arguments": arguments, "_meta": meta },
+    })
+}
+
+/// A POST of JSON-RPC `body` to `url` as any Streamable HTTP client sends
+/// it, with `token` as its bearer (none: no header).
+pub(crate) fn mcp_post(
+    http: &reqwest::Client,
+    url: &str,
+    token: Option<&str>,
+    body: String,
+) -> reqwest::RequestBuilder {
+    let request = http
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(body);
+    match token {
+        Some(token) => request.bearer_auth(token),
+        None => request,
+    }
 }
 
 /// A raw JSON-RPC `tools/call` POST (no MCP handshake): what any HTTP client
 /// can send. Returns the status, the `WWW-Authenticate` header and the body.
-pub async fn post_call(
+pub(crate) async fn post_call(
     url: &str,
     token: Option<&str>,
     id: u64,
@@ -189,27 +215,17 @@ pub async fn post_call(
     arguments: &Value,
     meta: &Value,
 ) -> (u16, Option<String>, String) {
-    let body = json!({
-        "jsonrpc": "2.0", "id": id, "method": "tools/call",
-        "params": { "name": tool, "arguments": arguments, "_meta": meta },
-    });
+    let body = tools_call_body(id, tool, arguments, meta);
     post_json(url, token, &body.to_string()).await
 }
 
 /// POSTs `body` as JSON to `url`.
-pub async fn post_json(
+pub(crate) async fn post_json(
     url: &str,
     token: Option<&str>,
     body: &str,
 ) -> (u16, Option<String>, String) {
-    let mut request = crate::http_support::http_client()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(body.to_owned());
-    if let Some(token) = token {
-        request = request.bearer_auth(token);
-    }
+    let request = mcp_post(&http_client(), url, token, body.to_owned());
     let response = tokio::time::timeout(HANG_GUARD, request.send())
         .await
         .unwrap()
@@ -223,9 +239,23 @@ pub async fn post_json(
     (status, challenge, text)
 }
 
+/// Starts a raw `tools/call` POST with `token` on a task of its own, for a
+/// call the test stops the replica under: the response, or the error of a
+/// connection the replica dropped.
+pub(crate) fn spawn_post_call(
+    url: &str,
+    token: &str,
+    tool: &str,
+    arguments: &Value,
+    meta: &Value,
+) -> tokio::task::JoinHandle<reqwest::Result<reqwest::Response>> {
+    let body = tools_call_body(1, tool, arguments, meta);
+    tokio::spawn(mcp_post(&http_client(), url, Some(token), body.to_string()).send())
+}
+
 /// GETs `url`: status and body.
-pub async fn get(url: &str) -> (u16, String) {
-    let response = tokio::time::timeout(HANG_GUARD, reqwest::get(url))
+pub(crate) async fn get(url: &str) -> (u16, String) {
+    let response = tokio::time::timeout(HANG_GUARD, http_client().get(url).send())
         .await
         .unwrap()
         .unwrap();

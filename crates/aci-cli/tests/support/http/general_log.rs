@@ -44,7 +44,7 @@ static STATE: Mutex<Option<Enabled>> = Mutex::new(None);
 
 /// One test's use of the general log; dropping the last restores the server.
 #[derive(Debug)]
-pub struct GeneralLog {
+pub(crate) struct GeneralLog {
     file: PathBuf,
 }
 
@@ -78,7 +78,7 @@ impl GeneralLog {
     ///
     /// # Panics
     /// When no MariaDB is reachable or the account may not `SET GLOBAL`.
-    pub async fn enable() -> Self {
+    pub(crate) async fn enable() -> Self {
         tokio::task::spawn_blocking(Self::enable_blocking)
             .await
             .unwrap()
@@ -95,7 +95,7 @@ impl GeneralLog {
         let dir = std::env::temp_dir().join(format!(
             "aci-http-general-log-{}-{}",
             std::process::id(),
-            super::fastrand_suffix()
+            crate::support::files::unique_suffix()
         ));
         std::fs::create_dir_all(&dir).unwrap();
         // mariadbd runs as its own user: it may write here, and the test
@@ -149,7 +149,7 @@ impl GeneralLog {
     }
 
     /// How many statements carrying `marker` the server executed so far.
-    pub fn executions(&self, marker: &str) -> usize {
+    pub(crate) fn executions(&self, marker: &str) -> usize {
         let bytes = std::fs::read(&self.file).unwrap();
         String::from_utf8_lossy(&bytes)
             .lines()
