@@ -25,8 +25,15 @@
 //! scope instead of executing again.
 //!
 //! This crate does no I/O of its own: stores and tools are ports
-//! ([`InvocationStore`], [`Executor`], [`Projector`], [`Clock`]). The
-//! `testing` feature adds the store conformance suite ([`conformance`]).
+//! ([`InvocationStore`], [`Executor`], [`Projector`], [`Clock`]).
+#![cfg_attr(
+    feature = "testing",
+    doc = "The `testing` feature adds the store conformance suite ([`conformance`])."
+)]
+#![cfg_attr(
+    not(feature = "testing"),
+    doc = "The `testing` feature adds the store conformance suite (`conformance`)."
+)]
 
 mod boundary;
 pub mod clock;

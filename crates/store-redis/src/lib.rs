@@ -98,10 +98,20 @@
 //! one, the store installs rustls's ring provider as that default the first
 //! time a `rediss://` store is built.
 //!
-//! The `testing` feature adds [`testing`]: throwaway `redis-server`s (plain
-//! or TLS-only, with a throwaway CA) and a 3-node cluster (plain or TLS) for
-//! tests and benchmarks, and [`wire`]: the exact script calls the store
-//! sends, for benchmarks that replay them with `redis-benchmark`.
+#![cfg_attr(
+    feature = "testing",
+    doc = "The `testing` feature adds [`testing`]: throwaway `redis-server`s (plain \
+           or TLS-only, with a throwaway CA) and a 3-node cluster (plain or TLS) for \
+           tests and benchmarks, and [`wire`]: the exact script calls the store \
+           sends, for benchmarks that replay them with `redis-benchmark`."
+)]
+#![cfg_attr(
+    not(feature = "testing"),
+    doc = "The `testing` feature adds `testing`: throwaway `redis-server`s (plain \
+           or TLS-only, with a throwaway CA) and a 3-node cluster (plain or TLS) for \
+           tests and benchmarks, and `wire`: the exact script calls the store \
+           sends, for benchmarks that replay them with `redis-benchmark`."
+)]
 
 mod calls;
 mod codec;
