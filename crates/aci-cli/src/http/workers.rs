@@ -70,16 +70,25 @@ impl Drop for OpenConnection {
     }
 }
 
+/// One worker thread, as the acceptor sees it.
+struct Worker {
+    /// Where its connections go; closed once its thread has ended.
+    queue: mpsc::UnboundedSender<Handoff>,
+    /// Its open connections.
+    open: Arc<AtomicUsize>,
+    thread: std::thread::JoinHandle<()>,
+}
+
 /// The worker threads of one server.
 pub(crate) struct Workers {
-    queues: Vec<mpsc::UnboundedSender<Handoff>>,
-    open: Vec<Arc<AtomicUsize>>,
+    workers: Vec<Worker>,
+    /// Where the next dispatch starts looking (ties go round robin).
     next: usize,
     stop: watch::Sender<bool>,
     exit: watch::Sender<bool>,
     served: mpsc::UnboundedReceiver<io::Result<()>>,
+    /// Workers whose server has not reported its end yet.
     running: usize,
-    threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Workers {
@@ -91,9 +100,7 @@ impl Workers {
         let (stop, _) = watch::channel(false);
         let (exit, _) = watch::channel(false);
         let (served_tx, served) = mpsc::unbounded_channel();
-        let mut queues = Vec::new();
-        let mut open = Vec::new();
-        let mut threads = Vec::new();
+        let mut workers = Vec::new();
         for index in 0..count.max(1) {
             let (queue, incoming) = mpsc::unbounded_channel();
             let runtime = tokio::runtime::Builder::new_current_thread()
@@ -123,19 +130,19 @@ impl Workers {
                         let _ = exiting.wait_for(|exit| *exit).await;
                     });
                 })?;
-            queues.push(queue);
-            open.push(Arc::new(AtomicUsize::new(0)));
-            threads.push(thread);
+            workers.push(Worker {
+                queue,
+                open: Arc::new(AtomicUsize::new(0)),
+                thread,
+            });
         }
         Ok(Self {
-            running: queues.len(),
-            queues,
-            open,
+            running: workers.len(),
+            workers,
             next: 0,
             stop,
             exit,
             served,
-            threads,
         })
     }
 
@@ -147,22 +154,22 @@ impl Workers {
         let Ok(socket) = stream.into_std() else {
             return;
         };
-        let count = self.queues.len();
+        let count = self.workers.len();
         let start = self.next;
         self.next = (self.next + 1) % count;
         let chosen = (0..count)
-            .map(|k| (start + k) % count)
-            .filter(|i| !self.queues[*i].is_closed())
-            .min_by_key(|i| self.open[*i].load(Ordering::Relaxed));
-        let Some(index) = chosen else {
+            .map(|k| &self.workers[(start + k) % count])
+            .filter(|worker| !worker.queue.is_closed())
+            .min_by_key(|worker| worker.open.load(Ordering::Relaxed));
+        let Some(worker) = chosen else {
             // No worker left (each one's thread ended): the socket closes.
             tracing::error!("no HTTP worker is running; a connection was closed");
             return;
         };
-        let open = OpenConnection::new(&self.open[index]);
+        let open = OpenConnection::new(&worker.open);
         // A worker that ended since drops the handoff: the socket closes and
         // the count goes back down.
-        let _ = self.queues[index].send(Handoff { socket, open });
+        let _ = worker.queue.send(Handoff { socket, open });
     }
 
     /// Stops taking connections: every worker finishes its requests in
@@ -193,10 +200,10 @@ impl Workers {
     /// for them up to `bound`.
     pub(crate) async fn exit(self, bound: Duration) {
         self.exit.send_replace(true);
-        let threads = self.threads;
+        let workers = self.workers;
         let joined = tokio::task::spawn_blocking(move || {
-            for thread in threads {
-                let _ = thread.join();
+            for worker in workers {
+                let _ = worker.thread.join();
             }
         });
         let _ = tokio::time::timeout(bound, joined).await;
@@ -340,6 +347,16 @@ mod tests {
         bodies
     }
 
+    /// Stops the workers, waits for their servers and ends their threads.
+    async fn shut_down(mut workers: Workers) {
+        workers.stop();
+        tokio::time::timeout(Duration::from_secs(10), workers.finished())
+            .await
+            .unwrap()
+            .unwrap();
+        workers.exit(Duration::from_secs(5)).await;
+    }
+
     async fn listen() -> (tokio::net::TcpListener, SocketAddr) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -365,9 +382,7 @@ mod tests {
         }
         let all: BTreeSet<String> = (0..3).map(|i| format!("aci-http-{i}")).collect();
         assert_eq!(served, all);
-        workers.stop();
-        workers.finished().await.unwrap();
-        workers.exit(Duration::from_secs(5)).await;
+        shut_down(workers).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -379,13 +394,9 @@ mod tests {
         workers.dispatch(stream);
         // Let the request reach its handler, then stop.
         tokio::time::sleep(Duration::from_millis(100)).await;
-        workers.stop();
-        tokio::time::timeout(Duration::from_secs(10), workers.finished())
-            .await
-            .unwrap()
-            .unwrap();
+        // The servers end only once that request was answered.
+        shut_down(workers).await;
         assert_eq!(client.await.unwrap(), ["done"]);
-        workers.exit(Duration::from_secs(5)).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -398,14 +409,16 @@ mod tests {
         client.await.unwrap();
         // The client dropped its connection; the worker sees it close.
         tokio::time::timeout(Duration::from_secs(10), async {
-            while workers.open.iter().any(|n| n.load(Ordering::Relaxed) > 0) {
+            while workers
+                .workers
+                .iter()
+                .any(|w| w.open.load(Ordering::Relaxed) > 0)
+            {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         })
         .await
         .unwrap();
-        workers.stop();
-        workers.finished().await.unwrap();
-        workers.exit(Duration::from_secs(5)).await;
+        shut_down(workers).await;
     }
 }
