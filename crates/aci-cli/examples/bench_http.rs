@@ -180,37 +180,30 @@ enum Driver {
         render: bool,
     },
     /// The rmcp client, call `i` on client `i % len`.
-    Rmcp(Arc<Vec<RunningService<RoleClient, ()>>>),
+    Rmcp(Vec<RunningService<RoleClient, ()>>),
     /// The lean HTTP client: each worker holds a connection to every
     /// replica, call `i` goes to replica `i % len`.
     Raw(Vec<SocketAddr>),
 }
 
-/// One worker's means of calling.
-enum Caller {
-    Direct {
-        boundary: Arc<ToolBoundary>,
-        render: bool,
-    },
-    Rmcp(Arc<Vec<RunningService<RoleClient, ()>>>),
-    Raw(Vec<(String, SendRequest<Full<Bytes>>)>),
+/// One worker's means of calling: its row's driver and, for the lean
+/// client, the worker's own connections (one per replica).
+struct Caller {
+    driver: Arc<Driver>,
+    connections: Vec<(String, SendRequest<Full<Bytes>>)>,
 }
 
-impl Driver {
-    async fn caller(&self) -> Caller {
-        match self {
-            Self::Direct { boundary, render } => Caller::Direct {
-                boundary: Arc::clone(boundary),
-                render: *render,
-            },
-            Self::Rmcp(clients) => Caller::Rmcp(Arc::clone(clients)),
-            Self::Raw(addrs) => {
-                let mut connections = Vec::new();
-                for addr in addrs {
-                    connections.push((addr.to_string(), connect(*addr).await));
-                }
-                Caller::Raw(connections)
+impl Caller {
+    async fn new(driver: &Arc<Driver>) -> Self {
+        let mut connections = Vec::new();
+        if let Driver::Raw(addrs) = &**driver {
+            for addr in addrs {
+                connections.push((addr.to_string(), connect(*addr).await));
             }
+        }
+        Self {
+            driver: Arc::clone(driver),
+            connections,
         }
     }
 }
@@ -229,14 +222,14 @@ async fn connect(addr: SocketAddr) -> SendRequest<Full<Bytes>> {
 impl Caller {
     /// Call number `i` of `run`, with tool call id `id`; whether it was READY.
     async fn call(&mut self, i: usize, run: &str, id: String) -> bool {
-        match self {
-            Self::Direct { boundary, render } => {
+        match &*self.driver {
+            Driver::Direct { boundary, render } => {
                 let ctx = RunContext::new(aci_contracts::RunId::new(run).unwrap());
                 let envelope = ToolEnvelope::new(id, run, "query_logs", ARGUMENTS);
                 let observation = boundary.invoke(&ctx, envelope).await.observation;
                 !observation.is_error() && (!*render || !observation.to_json_string().is_empty())
             }
-            Self::Rmcp(clients) => {
+            Driver::Rmcp(clients) => {
                 let mut params = CallToolRequestParams::new("query_logs")
                     .with_arguments(serde_json::from_str(ARGUMENTS).unwrap());
                 let meta = json!({"aci/run_id": run, "aci/tool_call_id": id});
@@ -244,9 +237,9 @@ impl Caller {
                 let result = clients[i % clients.len()].call_tool(params).await.unwrap();
                 result.is_error == Some(false)
             }
-            Self::Raw(connections) => {
-                let count = connections.len();
-                let (authority, sender) = &mut connections[i % count];
+            Driver::Raw(_) => {
+                let count = self.connections.len();
+                let (authority, sender) = &mut self.connections[i % count];
                 let body = format!(
                     r#"{{"jsonrpc":"2.0","id":{i},"method":"tools/call","params":{{"name":"query_logs","arguments":{ARGUMENTS},"_meta":{{"aci/run_id":"{run}","aci/tool_call_id":"{id}"}}}}}}"#
                 );
@@ -319,7 +312,7 @@ async fn phase(
 /// [`WARM_UP`] calls, then `calls` measured calls, `concurrency` at a time,
 /// in a fresh run.
 async fn measure(
-    driver: &Driver,
+    driver: &Arc<Driver>,
     concurrency: usize,
     processes: &Processes,
     calls: usize,
@@ -330,7 +323,7 @@ async fn measure(
     ));
     let mut callers = Vec::new();
     for _ in 0..concurrency {
-        callers.push(driver.caller().await);
+        callers.push(Caller::new(driver).await);
     }
     let (callers, _) = phase(callers, &run, "warm_", WARM_UP).await;
     let cpu = Cpu::read(&processes.servers, &processes.redis).await;
@@ -358,7 +351,7 @@ struct Row {
     label: &'static str,
     /// The row's key in the last line (`ratio_<key>_c<concurrency>`).
     key: &'static str,
-    driver: Driver,
+    driver: Arc<Driver>,
     processes: Processes,
 }
 
@@ -497,12 +490,11 @@ async fn main() {
         Ok(other) => Some(replica(&other, &store_url, &config).await),
         Err(_) => None,
     };
-    let one_clients = Arc::new(vec![client(&one.url).await]);
-    let mut clients = Vec::new();
+    let one_clients = vec![client(&one.url).await];
+    let mut three_clients = Vec::new();
     for r in &three {
-        clients.push(client(&r.url).await);
+        three_clients.push(client(&r.url).await);
     }
-    let three_clients = Arc::new(clients);
 
     let redis = store_url
         .trim_start_matches("redis://")
@@ -524,43 +516,45 @@ async fn main() {
         Row {
             label: "  direct boundary (baseline)",
             key: "direct",
-            driver: Driver::Direct {
+            driver: Arc::new(Driver::Direct {
                 boundary: Arc::clone(&boundary),
                 render: false,
-            },
+            }),
             processes: direct.clone(),
         },
         Row {
             label: "  direct, observation as text",
             key: "rendered",
-            driver: Driver::Direct {
+            driver: Arc::new(Driver::Direct {
                 boundary: Arc::clone(&boundary),
                 render: true,
-            },
+            }),
             processes: direct,
         },
         Row {
             label: "  one replica, rmcp client",
             key: "1r",
-            driver: Driver::Rmcp(one_clients),
+            driver: Arc::new(Driver::Rmcp(one_clients)),
             processes: one_replica.clone(),
         },
         Row {
             label: "  three replicas, rmcp client",
             key: "3r",
-            driver: Driver::Rmcp(three_clients),
+            driver: Arc::new(Driver::Rmcp(three_clients)),
             processes: three_replicas.clone(),
         },
         Row {
             label: "  one replica, lean HTTP client",
             key: "raw1r",
-            driver: Driver::Raw(vec![socket_addr(&one.url)]),
+            driver: Arc::new(Driver::Raw(vec![socket_addr(&one.url)])),
             processes: one_replica.clone(),
         },
         Row {
             label: "  three replicas, lean HTTP client",
             key: "raw3r",
-            driver: Driver::Raw(three.iter().map(|r| socket_addr(&r.url)).collect()),
+            driver: Arc::new(Driver::Raw(
+                three.iter().map(|r| socket_addr(&r.url)).collect(),
+            )),
             processes: three_replicas,
         },
     ];
@@ -573,13 +567,13 @@ async fn main() {
         rows.push(Row {
             label: "  compared replica, rmcp client",
             key: "cmp1r",
-            driver: Driver::Rmcp(Arc::new(vec![client(&other.url).await])),
+            driver: Arc::new(Driver::Rmcp(vec![client(&other.url).await])),
             processes: processes.clone(),
         });
         rows.push(Row {
             label: "  compared replica, lean HTTP client",
             key: "cmpraw1r",
-            driver: Driver::Raw(vec![socket_addr(&other.url)]),
+            driver: Arc::new(Driver::Raw(vec![socket_addr(&other.url)])),
             processes,
         });
     }
