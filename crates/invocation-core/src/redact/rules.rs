@@ -47,12 +47,38 @@ macro_rules! secret_key {
     };
 }
 
-/// A value after a key: double-quoted (escapes kept, up to an unescaped or
-/// escaped closing quote), single-quoted, or bare (up to whitespace, a quote
-/// or a field separator `, ; &`, without trailing sentence punctuation).
+/// A value after a key, as three alternatives (three capture groups):
+/// double-quoted (escapes kept, up to an unescaped or escaped closing
+/// quote), single-quoted, or `$bare` (the third group).
 macro_rules! secret_value {
+    ($bare:expr) => {
+        concat!(
+            r#"(?:\\?"((?:[^"\\\r\n]|\\[^"\r\n])+)|'([^'\r\n]+)|("#,
+            $bare,
+            "))"
+        )
+    };
+}
+
+/// A bare value: up to whitespace, a quote or a field separator `, ; &`,
+/// at least two characters, not starting with `=`, not ending with `.`,
+/// `:` or a closing bracket (the end of a sentence or of `(password=x)`).
+macro_rules! bare_value {
     () => {
-        r#"(?:\\?"((?:[^"\\\r\n]|\\[^"\r\n])+)|'([^'\r\n]+)|([^\s"'`,;&<>=][^\s"'`,;&<>]*[^\s"'`,;&<>.:!?)\]}]))"#
+        r#"[^\s"'`,;&<>=][^\s"'`,;&<>]*[^\s"'`,;&<>.:)\]}]"#
+    };
+}
+
+/// A bare value after `--key `: not a flag, not a lowercase word.
+/// `--password hunter2` holds a password; `--password for ... keys` (prose
+/// about a flag) does not. A password of lowercase letters only is missed
+/// there.
+macro_rules! flag_value {
+    () => {
+        concat!(
+            r#"[a-z]+(?:[^a-z\s"'`,;&<>][^\s"'`,;&<>]*[^\s"'`,;&<>.:)\]}]|[^a-z\s"'`,;&<>.:)\]}])"#,
+            r#"|[^a-z\s"'`,;&<>=-][^\s"'`,;&<>]*[^\s"'`,;&<>.:)\]}]"#
+        )
     };
 }
 
@@ -345,7 +371,7 @@ pub const BUILTIN_RULES: &[BuiltinRule] = &[
     },
     BuiltinRule {
         name: "cli_password",
-        regex: r#"(?-u:\b)(?:mysql|mariadb|mysqldump|mariadb-dump|mysqladmin|mariadb-admin)[ \t][^\n|;&]*?[ \t]-p["']?([^\s"'-][^\s"']*)|(?-u:\b)redis-cli[ \t][^\n|;&]*?[ \t](?:-a|--pass)[ \t]+["']?([^\s"'-][^\s"']*)|(?-u:\b)curl[ \t][^\n|;&]*?[ \t](?:-u|--user)[ \t=]+["']?[^\s:"']*:([^\s"']+)|(?-u:\b)sshpass[ \t]+-p[ \t]*["']?([^\s"'-][^\s"']*)"#,
+        regex: r#"(?-u:\b)(?:mysql|mariadb|mysqldump|mariadb-dump|mysqladmin|mariadb-admin)[ \t](?:[^\n|;&]*?[ \t])?-p["']?([^\s"'-][^\s"']*)|(?-u:\b)redis-cli[ \t](?:[^\n|;&]*?[ \t])?(?:-a|--pass)[ \t]+["']?([^\s"'-][^\s"']*)|(?-u:\b)curl[ \t](?:[^\n|;&]*?[ \t])?(?:-u|--user)[ \t=]+["']?[^\s:"']*:([^\s"']+)|(?-u:\b)sshpass[ \t]+-p[ \t]*["']?([^\s"'-][^\s"']*)"#,
         secret_group: 1,
         keywords: &["mysql", "mariadb", "redis-cli", "curl", "sshpass"],
         description: "a password on a command line: `mysql -pSECRET`, `redis-cli -a SECRET`, `curl -u user:SECRET`, `sshpass -p SECRET`",
@@ -371,21 +397,25 @@ pub const BUILTIN_RULES: &[BuiltinRule] = &[
             r#"["']"#,
             secret_key!(),
             r#"\\?["'][ \t]*(?::|=>?)[ \t]*"#,
-            secret_value!(),
+            secret_value!(bare_value!()),
             // key=value, key = value, key := value, key => value
             r"|(?-u:\b)",
             secret_key!(),
             r"[ \t]*(?:=>?|:=)[ \t]*",
-            secret_value!(),
-            // key: value at the start of a line or a field (YAML, headers)
+            secret_value!(bare_value!()),
+            // key: value at the start of a line or a field (YAML, headers);
+            // a bare value must end the field: in `passwd: files systemd`
+            // (nsswitch) or `get_master_secret: ADDED.` (a changelog) what
+            // follows the key is prose, not a value
             r"|(?:(?m:^)|[,;{(\[|\t])[ \t]*(?:[-#][ \t]*)?",
             secret_key!(),
             r"[ \t]*:[ \t]+",
-            secret_value!(),
-            // --key value (a command-line flag, the value not a flag)
+            secret_value!(concat!(bare_value!(), r")[ \t\r]*(?:(?m:$)|[,;}\]#|]")),
+            // --key value (a command-line flag)
             r#"|(?:(?m:^)|[ \t])--(?i-u:[a-z0-9-]*?"#,
             secret_key_word!(),
-            r#")[ \t]+(?:"([^"\r\n]+)|'([^'\r\n]+)|([^\s"'`,;&<>=-][^\s"'`,;&<>]*[^\s"'`,;&<>.:!?)\]}]))"#,
+            r")[ \t]+",
+            secret_value!(flag_value!()),
         ),
         secret_group: 1,
         keywords: &[
@@ -406,14 +436,16 @@ pub const BUILTIN_RULES: &[BuiltinRule] = &[
 /// paths. Matched against the whole secret part. A value made of one
 /// repeated character (`********`, `xxxx`, `a`) is never a secret either.
 pub const NON_SECRET_SHAPES: &[&str] = &[
-    // Words that stand for no value, or name the scheme rather than the
-    // credentials (`authorization: Bearer ...`), or a type (`password: string`).
-    r"(?i)^(?:true|false|null|nil|none|undefined|yes|no|on|off|empty|n/a|na|tbd|todo|required|optional|redacted|filtered|masked|hidden|unset|not[ _-]?set|bearer|basic|token|digest|negotiate|string|str|int|integer|bool|boolean|number|object|any|invalid|expired|missing|provided)$",
+    // Words that stand for no value, name the scheme rather than the
+    // credentials (`authorization: Bearer ...`), a type (`password: string`)
+    // or a status (`get_master_secret: Added` in a changelog).
+    r"(?i)^(?:true|false|null|nil|none|undefined|yes|no|on|off|empty|n/a|na|tbd|todo|required|optional|redacted|filtered|masked|hidden|unset|not[ _-]?set|bearer|basic|token|digest|negotiate|string|str|int|integer|bool|boolean|number|object|any|invalid|expired|missing|provided|added|removed|deprecated|changed|updated|fixed|new|enabled|disabled|supported|unsupported|ignored|ok|failed|denied|accepted|rejected)$",
     // Environment and template references: $VAR, ${VAR}, $(cmd ...), $1,
     // %VAR%, %(name)s, %s, {{ .Values.x }}, {name}, {0}, @VAR@.
     r"^\$[A-Za-z_][A-Za-z0-9_]*$",
     r"^\$\{[^}]*\}?$",
     r"^\$\(",
+    r"^\$\{?[A-Za-z_][A-Za-z0-9_]*\}?(?:/|::)",
     r"^\$[0-9]+$",
     r"^%[A-Za-z_][A-Za-z0-9_]*%$",
     r"^%\([A-Za-z_][A-Za-z0-9_]*\)[sdr]$",

@@ -337,6 +337,7 @@ pub(super) fn examples() -> Vec<Example> {
             s(PASSWORDISH, 12, 60),
             " shop",
         ),
+        example("cli_password", "mysql -p", s(PASSWORDISH, 12, 76), " shop"),
         example(
             "cli_password",
             "redis-cli -h cache -a ",
@@ -528,7 +529,46 @@ const NOT_SECRETS: &[&str] = &[
     "kind: Secret",
     "--token-file /var/run/secrets/token",
     "password: string  # the user's password",
+    "passwd:         files systemd",
+    "gnutls_session_get_master_secret: ADDED.",
+    "gnutls_ia_allocate_client_credentials: REMOVED",
+    "    test-token: Skip if the path is actually writable",
+    "** certtool: Added option --null-password to generate/decrypt keys",
+    "Earlier it would have prompted the user for it, even if --password was",
+    "private_key\t= $dir/private/cakey.pem# The private key",
+    "secret = $insta::secret # pass:insta",
 ];
+
+#[test]
+fn key_colon_value_must_end_its_field_and_flags_take_no_words() {
+    let redactor = Redactor::builtin();
+    for (text, expected) in [
+        (
+            "password: s3cr3t-Pw # rotated",
+            "password: <redacted:kv_secret> # rotated",
+        ),
+        (
+            "{token: abc123XY, user: bob}",
+            "{token: <redacted:kv_secret>, user: bob}",
+        ),
+        (
+            "X-Api-Key: 5f3c9a1b\r\n",
+            "X-Api-Key: <redacted:kv_secret>\r\n",
+        ),
+        (
+            "Password: hunter2 (from the vault)",
+            "Password: hunter2 (from the vault)",
+        ),
+        (
+            "tool --password Hunter2 --user bob",
+            "tool --password <redacted:kv_secret> --user bob",
+        ),
+        ("tool --token s3cr3t", "tool --token <redacted:kv_secret>"),
+        ("tool --password hunter", "tool --password hunter"),
+    ] {
+        assert_eq!(redactor.redact(text), expected);
+    }
+}
 
 #[test]
 fn lines_without_secrets_stay_as_they_are() {
