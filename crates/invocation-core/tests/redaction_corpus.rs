@@ -3,6 +3,8 @@
 //! `tests/data/redaction_corpus/`, and the bundled runbooks read in place)
 //! get no marker, line by line and as whole documents.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 
 use invocation_core::redact::{Redactions, Redactor};

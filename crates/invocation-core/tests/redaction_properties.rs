@@ -10,6 +10,8 @@
 //!
 //! Case counts come from `PROPTEST_CASES` (testkit).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::BTreeMap;
 
 use invocation_core::redact::{MARKER_PREFIX, Redactions, Redactor, marker};

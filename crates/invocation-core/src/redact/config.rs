@@ -31,8 +31,9 @@ pub struct RuleSpec {
     /// after this index (the whole match if none is).
     #[serde(default)]
     pub secret_group: Option<usize>,
-    /// When given, the rule is only tried on text that contains one of these
-    /// (ASCII case-insensitive).
+    /// The rule is only tried on text that contains one of these (ASCII
+    /// case-insensitive), so every match must contain one. Without keywords
+    /// the rule is scanned for in every text (slower).
     #[serde(default)]
     pub keywords: Vec<String>,
     /// What the rule finds, for people.

@@ -30,10 +30,13 @@
 //!   overlap, they merge into one marker, named by the leftmost, then
 //!   longest, then earlier rule in the table (specific shapes come before
 //!   the generic `key=value` rule).
-//! - **Cheap when clean**: one scan of the text by one automaton over all
-//!   rules (a [`regex::RegexSet`]); when it matches nothing, the text is
-//!   returned borrowed, nothing allocated. Only the rules it reports then
-//!   run their own regex, for positions.
+//! - **Cheap when clean**: one scan of the text by one automaton over every
+//!   rule's keywords (aho-corasick, ASCII case-insensitive: `ghp_`, `akia`,
+//!   `://`, `password`, ...); when it finds none, the text is returned
+//!   borrowed, nothing allocated. Only the rules whose keywords it found
+//!   then run their own regex, for positions. A rule without keywords (a
+//!   rules file may have some) is found by one [`regex::RegexSet`] over all
+//!   such rules, scanned on every text.
 //!
 //! A value is never a secret, whichever rule found it, when it is one
 //! repeated character (`********`, `x`), one of the [`NON_SECRET_SHAPES`]
@@ -132,15 +135,18 @@
 //! name = "acme_token"                          # lowercase [a-z0-9_], unique
 //! regex = '''(?-u:\b)acme_(?:live|test)_([a-z0-9]{32})'''
 //! secret_group = 1                             # default: 1 if there is a group, else 0 (whole match)
-//! keywords = ["acme_"]                         # optional: only tried on text holding one
+//! keywords = ["acme_"]                         # only tried on text holding one (see below)
 //! description = "ACME API tokens"              # optional
 //! ```
 //!
 //! A rule whose name is not lowercase `[a-z0-9_]` or is taken, whose regex
 //! does not compile or can match the empty string, whose secret group does
 //! not exist or can be empty, is a [`RedactionError`] naming the rule.
-//! Prefer `(?-u:\b)` to `\b` and `(?i-u:...)` to `(?i)`: ASCII word
-//! boundaries keep the automaton a DFA on non-ASCII text.
+//! Give keywords: a rule is only tried on text that holds one of them, so
+//! every match must contain one (a match without any is missed); a rule
+//! without keywords is scanned for in every text. Prefer `(?-u:\b)` to `\b`
+//! and `(?i-u:...)` to `(?i)`: ASCII word boundaries keep a regex a DFA on
+//! non-ASCII text.
 //!
 //! An allowlisted value is compared with the secret part, literally: a
 //! documentation example key, a known test password.

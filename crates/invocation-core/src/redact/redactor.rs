@@ -5,7 +5,8 @@ use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, LazyLock};
 
-use regex::{Regex, RegexBuilder, RegexSet, RegexSetBuilder};
+use aho_corasick::{AhoCorasick, MatchKind};
+use regex::{Regex, RegexBuilder, RegexSet};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -20,10 +21,6 @@ pub const MARKER_PREFIX: &str = "<redacted:";
 pub fn marker(rule: &str) -> String {
     format!("{MARKER_PREFIX}{rule}>")
 }
-
-/// Lazy-DFA cache of the one automaton over all rules, per thread that uses
-/// it: large enough that the rule set's states fit without thrashing.
-const SET_DFA_BYTES: usize = 8 * 1024 * 1024;
 
 /// How many secrets each rule replaced: rule name to count, never the values.
 /// Serializes as a JSON object (`{"kv_secret": 2, "url_password": 1}`),
@@ -106,7 +103,7 @@ struct Rule {
     marker: Box<str>,
     regex: Regex,
     secret_group: usize,
-    /// Lowercase; empty means always tried.
+    /// Lowercase; empty means tried on every text.
     keywords: Box<[Box<str>]>,
 }
 
@@ -118,15 +115,22 @@ struct Hit {
     rule: usize,
 }
 
-/// The redaction engine: every rule compiled into one automaton (a
-/// [`RegexSet`]) that tells in one scan which rules match a text; only those
-/// rules' own regexes then run, for positions. See the [module
+/// The redaction engine. One automaton ([`AhoCorasick`], ASCII
+/// case-insensitive) over every rule's keywords tells in one scan which rules
+/// a text can hold; only those rules' own regexes then run, for positions.
+/// Rules without keywords (a rules file may have some) are found by one
+/// [`RegexSet`] over them, scanned on every text. See the [module
 /// docs](crate::redact) for the rules and the guarantees.
 ///
 /// Cheap to share (`Arc`); `Send + Sync`.
 pub struct Redactor {
     rules: Vec<Rule>,
-    set: RegexSet,
+    /// Every distinct keyword of every rule.
+    keywords: AhoCorasick,
+    /// For each keyword of `keywords`, the rules that have it.
+    keyword_rules: Vec<Vec<usize>>,
+    /// The rules without keywords, and the automaton over them.
+    unkeyed: Option<(Vec<usize>, RegexSet)>,
     non_secret: RegexSet,
     allow: HashSet<Box<str>>,
     secret_key: Regex,
@@ -201,19 +205,33 @@ impl Redactor {
             }
             rules.push(rule);
         }
-        let set = RegexSetBuilder::new(rules.iter().map(|r| r.regex.as_str()))
-            .dfa_size_limit(SET_DFA_BYTES)
-            .build()
-            .map_err(|e| RedactionError::TooLarge {
-                reason: first_line(&e.to_string()),
-            })?;
-        let non_secret =
-            RegexSet::new(NON_SECRET_SHAPES).map_err(|e| RedactionError::TooLarge {
-                reason: first_line(&e.to_string()),
-            })?;
-        let secret_key = Regex::new(SECRET_KEY_NAME).map_err(|e| RedactionError::TooLarge {
+        let too_large = |e: &dyn fmt::Display| RedactionError::TooLarge {
             reason: first_line(&e.to_string()),
-        })?;
+        };
+        let mut by_keyword: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (index, rule) in rules.iter().enumerate() {
+            for keyword in &rule.keywords {
+                by_keyword.entry(keyword).or_default().push(index);
+            }
+        }
+        let keywords = AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::Standard)
+            .build(by_keyword.keys())
+            .map_err(|e| too_large(&e))?;
+        let keyword_rules = by_keyword.into_values().collect();
+        let unkeyed: Vec<usize> = (0..rules.len())
+            .filter(|&i| rules[i].keywords.is_empty())
+            .collect();
+        let unkeyed = if unkeyed.is_empty() {
+            None
+        } else {
+            let set = RegexSet::new(unkeyed.iter().map(|&i| rules[i].regex.as_str()))
+                .map_err(|e| too_large(&e))?;
+            Some((unkeyed, set))
+        };
+        let non_secret = RegexSet::new(NON_SECRET_SHAPES).map_err(|e| too_large(&e))?;
+        let secret_key = Regex::new(SECRET_KEY_NAME).map_err(|e| too_large(&e))?;
         let mut allowed = HashSet::new();
         for value in allow {
             let value: String = value.into();
@@ -228,7 +246,9 @@ impl Redactor {
             .unwrap_or_else(|| unreachable!("kv_secret is a built-in rule"));
         Ok(Self {
             rules,
-            set,
+            keywords,
+            keyword_rules,
+            unkeyed,
             non_secret,
             allow: allowed,
             secret_key,
@@ -403,21 +423,32 @@ impl Redactor {
 
     /// One pass: every secret in `text`, outside existing markers, sorted,
     /// overlaps merged (leftmost, then longest, then the earlier rule
-    /// names the merged span). Empty, without allocating, when the
-    /// automaton matches no rule.
+    /// names the merged span). Empty, without allocating, when the text
+    /// holds no rule's keyword and no rule without keywords matches it.
     fn hits(&self, text: &str) -> Vec<Hit> {
-        // `is_match` stops at the first match and allocates nothing; only a
-        // text some rule matches pays for the full scan telling which.
-        if !self.set.is_match(text) {
+        let mut found = self.keywords.find_overlapping_iter(text);
+        let first = found.next();
+        let unkeyed = self
+            .unkeyed
+            .as_ref()
+            .filter(|(_, set)| set.is_match(text))
+            .map(|(rules, set)| (rules, set.matches(text)));
+        if first.is_none() && unkeyed.is_none() {
             return Vec::new();
         }
-        let matched = self.set.matches(text);
-        let mut hits = Vec::new();
-        for index in matched.iter() {
-            let rule = &self.rules[index];
-            if !rule.keywords.is_empty() && !rule.keywords.iter().any(|k| contains_ci(text, k)) {
-                continue;
+        let mut candidate = vec![false; self.rules.len()];
+        for keyword in first.into_iter().chain(found) {
+            for &rule in &self.keyword_rules[keyword.pattern().as_usize()] {
+                candidate[rule] = true;
             }
+        }
+        if let Some((rules, matched)) = unkeyed {
+            for i in matched.iter() {
+                candidate[rules[i]] = true;
+            }
+        }
+        let mut hits = Vec::new();
+        for index in (0..self.rules.len()).filter(|&i| candidate[i]) {
             for (offset, segment) in Segments::new(text) {
                 self.rule_hits(index, segment, offset, &mut hits);
             }
@@ -566,15 +597,6 @@ fn first_line(message: &str) -> String {
         .find(|l| !l.is_empty())
         .unwrap_or("invalid")
         .to_owned()
-}
-
-/// ASCII case-insensitive substring test; `needle` is lowercase.
-fn contains_ci(haystack: &str, needle: &str) -> bool {
-    let needle = needle.as_bytes();
-    haystack
-        .as_bytes()
-        .windows(needle.len())
-        .any(|w| w.eq_ignore_ascii_case(needle))
 }
 
 /// The byte index of the character after the one at `at`.

@@ -21,7 +21,7 @@ pub struct BuiltinRule {
     /// [`RuleSpec::secret_group`](super::RuleSpec::secret_group)).
     pub secret_group: usize,
     /// The rule is only tried on text that contains one of these (ASCII
-    /// case-insensitive).
+    /// case-insensitive); every match of the regex contains one.
     pub keywords: &'static [&'static str],
     /// What it finds, for the docs.
     pub description: &'static str,
