@@ -25,7 +25,8 @@
 //!   harness's control view.
 //! - **Idempotent**: redacting the output again changes nothing. Markers
 //!   are never matched (rules see only the text between them), and a pass
-//!   repeats until it finds nothing.
+//!   repeats until it finds nothing. Text that already has a marker's shape
+//!   (`<redacted:name>`) is left as it is, like any marker.
 //! - **Deterministic overlaps**: when secrets found by several rules
 //!   overlap, they merge into one marker, named by the leftmost, then
 //!   longest, then earlier rule in the table (specific shapes come before
@@ -150,6 +151,13 @@
 //!
 //! An allowlisted value is compared with the secret part, literally: a
 //! documentation example key, a known test password.
+//!
+//! To see what the rules do to real text (false positives, missed
+//! secrets), `cargo run -p invocation-core --example redact_scan -- FILE...`
+//! prints every line that would carry a marker (redacted) and the counts per
+//! rule. `tests/data/redaction_corpus/` holds real secret-free lines that must
+//! get no marker; `cargo bench -p invocation-core --bench redaction` measures
+//! the cost.
 
 mod config;
 mod redactor;
