@@ -1,0 +1,931 @@
+//! Every rule on a planted example; what must stay; the engine's guarantees;
+//! configuration errors.
+
+use std::borrow::Cow;
+use std::collections::BTreeSet;
+
+use serde_json::json;
+
+use super::*;
+
+/// Deterministic fake secret material: `n` characters of `alphabet`.
+fn fake(alphabet: &str, n: usize, seed: u64) -> String {
+    let alphabet: Vec<char> = alphabet.chars().collect();
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            alphabet[(state % alphabet.len() as u64) as usize]
+        })
+        .collect()
+}
+
+const ALNUM: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+const UPPER_ALNUM: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+const B64URL: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+const B64: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+const HEX: &str = "0123456789abcdef";
+const LETTERS: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+const PASSWORDISH: &str = "ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789!#%^*+";
+
+/// A planted secret: the text, the secret inside it (once), its rule.
+pub(super) struct Example {
+    pub(super) rule: &'static str,
+    pub(super) text: String,
+    pub(super) secret: String,
+}
+
+fn example(rule: &'static str, before: &str, secret: String, after: &str) -> Example {
+    Example {
+        rule,
+        text: format!("{before}{secret}{after}"),
+        secret,
+    }
+}
+
+/// At least one example of every built-in rule, in realistic surroundings.
+pub(super) fn examples() -> Vec<Example> {
+    let s = |alphabet: &str, n: usize, seed: u64| fake(alphabet, n, seed);
+    let pem_body = format!("{}\n{}\n{}=", s(B64, 64, 1), s(B64, 64, 2), s(B64, 40, 3));
+    vec![
+        example(
+            "pem_private_key",
+            "loaded key:\n-----BEGIN RSA PRIVATE KEY-----\n",
+            pem_body.clone(),
+            "\n-----END RSA PRIVATE KEY-----\nlistening on :8443",
+        ),
+        example(
+            "pem_private_key",
+            "key file begins -----BEGIN OPENSSH PRIVATE KEY-----\n",
+            format!("b3BlbnNzaC1rZXktdjEAAAAA{}\n", s(B64, 70, 4)),
+            "",
+        ),
+        example(
+            "jwt",
+            "rejected token ",
+            format!(
+                "eyJhbGciOiJIUzI1NiJ9.eyJ{}.{}",
+                s(B64URL, 40, 5),
+                s(B64URL, 43, 6)
+            ),
+            " (expired)",
+        ),
+        example(
+            "aws_access_key_id",
+            "s3 put denied for AKIA",
+            String::new(),
+            "",
+        ),
+        example(
+            "github_token",
+            "export GITHUB_TOKEN=",
+            format!("ghp_{}", s(ALNUM, 36, 8)),
+            "\ngit push",
+        ),
+        example(
+            "github_token",
+            "using ",
+            format!("github_pat_{}_{}", s(ALNUM, 22, 9), s(ALNUM, 59, 10)),
+            " for the API",
+        ),
+        example(
+            "gitlab_token",
+            "git clone https://oauth2:",
+            format!("glpat-{}", s(B64URL, 20, 11)),
+            "@gitlab.example.com/ops/runbooks.git",
+        ),
+        example(
+            "slack_token",
+            "notifier token ",
+            format!(
+                "xoxb-{}-{}-{}",
+                s("0123456789", 12, 12),
+                s("0123456789", 13, 13),
+                s(ALNUM, 24, 14)
+            ),
+            " revoked",
+        ),
+        example(
+            "slack_token",
+            "POST https://hooks.slack.com/services/",
+            format!(
+                "T{}/B{}/{}",
+                s(UPPER_ALNUM, 8, 15),
+                s(UPPER_ALNUM, 10, 16),
+                s(ALNUM, 24, 17)
+            ),
+            " returned 404",
+        ),
+        example(
+            "stripe_key",
+            "charge failed with key ",
+            format!("sk_live_{}", s(ALNUM, 24, 18)),
+            ": card_declined",
+        ),
+        example(
+            "google_api_key",
+            "GET /maps/api/geocode/json?address=Berlin&key=",
+            format!("AIza{}", s(B64URL, 35, 19)),
+            " 403",
+        ),
+        example(
+            "google_oauth",
+            "refresh returned ",
+            format!("ya29.{}", s(B64URL, 60, 20)),
+            " for scope cloud-platform",
+        ),
+        example(
+            "npm_token",
+            "//registry.npmjs.org/:_authToken=",
+            format!("npm_{}", s(ALNUM, 36, 21)),
+            "\nalways-auth=true",
+        ),
+        example(
+            "pypi_token",
+            "password = ",
+            format!("pypi-AgEIcHlwaS5vcmc{}", s(B64URL, 70, 22)),
+            "\nusername = __token__",
+        ),
+        example(
+            "anthropic_key",
+            "x-api-key: ",
+            format!("sk-ant-api03-{}AA", s(B64URL, 93, 23)),
+            "",
+        ),
+        example(
+            "openai_key",
+            "OPENAI_API_KEY=",
+            format!("sk-proj-{}", s(B64URL, 64, 24)),
+            " python agent.py",
+        ),
+        example(
+            "openai_key",
+            "client configured with ",
+            format!("sk-{}", s(ALNUM, 48, 25)),
+            ", model gpt-4o",
+        ),
+        example(
+            "huggingface_token",
+            "hub login with ",
+            format!("hf_{}", s(LETTERS, 34, 26)),
+            " ok",
+        ),
+        example(
+            "digitalocean_token",
+            "doctl auth init -t ",
+            format!("dop_v1_{}", s(HEX, 64, 27)),
+            "",
+        ),
+        example(
+            "sendgrid_key",
+            "mailer key ",
+            format!("SG.{}.{}", s(B64URL, 22, 28), s(B64URL, 43, 29)),
+            " rejected",
+        ),
+        example(
+            "twilio_api_key",
+            "twilio sid ",
+            format!("SK{}", s(HEX, 32, 30)),
+            " active",
+        ),
+        example(
+            "shopify_token",
+            "shop admin ",
+            format!("shpat_{}", s(HEX, 32, 31)),
+            " scope read_orders",
+        ),
+        example(
+            "databricks_token",
+            "workspace token ",
+            format!("dapi{}", s(HEX, 32, 32)),
+            " expired",
+        ),
+        example(
+            "vault_token",
+            "VAULT_TOKEN ",
+            format!("hvs.{}", s(B64URL, 90, 33)),
+            " renewed",
+        ),
+        example(
+            "terraform_token",
+            "credentials app.terraform.io token ",
+            format!("{}.atlasv1.{}", s(ALNUM, 14, 34), s(B64URL, 67, 35)),
+            "",
+        ),
+        example(
+            "age_secret_key",
+            "identity ",
+            format!(
+                "AGE-SECRET-KEY-1{}",
+                s("QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L", 58, 36)
+            ),
+            " loaded",
+        ),
+        example(
+            "grafana_token",
+            "grafana sa ",
+            format!("glsa_{}_{}", s(ALNUM, 32, 37), s(HEX, 8, 38)),
+            " used",
+        ),
+        example(
+            "sentry_token",
+            "sentry-cli with ",
+            format!("sntryu_{}", s(HEX, 64, 39)),
+            " upload",
+        ),
+        example(
+            "doppler_token",
+            "doppler ",
+            format!("dp.pt.{}", s(ALNUM, 43, 40)),
+            " ok",
+        ),
+        example(
+            "linear_key",
+            "linear ",
+            format!("lin_api_{}", s(ALNUM, 40, 41)),
+            " ok",
+        ),
+        example(
+            "planetscale_token",
+            "pscale ",
+            format!("pscale_tkn_{}", s(B64URL, 43, 42)),
+            " ok",
+        ),
+        example(
+            "postman_key",
+            "postman ",
+            format!("PMAK-{}-{}", s(HEX, 24, 43), s(HEX, 34, 44)),
+            " ok",
+        ),
+        example(
+            "pulumi_token",
+            "pulumi login with ",
+            format!("pul-{}", s(HEX, 40, 45)),
+            " ok",
+        ),
+        example(
+            "rubygems_token",
+            "gem push with ",
+            format!("rubygems_{}", s(HEX, 48, 46)),
+            " ok",
+        ),
+        example(
+            "dynatrace_token",
+            "oneagent ",
+            format!("dt0c01.{}.{}", s(UPPER_ALNUM, 24, 47), s(ALNUM, 64, 48)),
+            " ok",
+        ),
+        example(
+            "newrelic_key",
+            "newrelic ",
+            format!("NRAK-{}", s(UPPER_ALNUM, 27, 49)),
+            " ok",
+        ),
+        example(
+            "square_token",
+            "square ",
+            format!("sq0atp-{}", s(B64URL, 22, 50)),
+            " ok",
+        ),
+        example(
+            "atlassian_token",
+            "jira ",
+            format!("ATATT3{}", s(B64URL, 60, 51)),
+            " ok",
+        ),
+        example(
+            "telegram_bot_token",
+            "bot ",
+            format!("{}:AA{}", s("123456789", 9, 52), s(B64URL, 33, 53)),
+            " polling",
+        ),
+        example(
+            "azure_client_secret",
+            "client secret ",
+            format!("{}8Q~{}", s(ALNUM, 3, 54), s(ALNUM, 34, 55)),
+            " set",
+        ),
+        example(
+            "discord_webhook",
+            "POST https://discord.com/api/webhooks/123456789012345678/",
+            s(B64URL, 68, 56),
+            " 204",
+        ),
+        example(
+            "aws_secret_access_key",
+            "[default]\naws_secret_access_key = ",
+            s(B64, 40, 57),
+            "\nregion = eu-west-1",
+        ),
+        example(
+            "jdbc_password",
+            "url=jdbc:mysql://db:3306/shop?user=app&password=",
+            s(PASSWORDISH, 14, 58),
+            "&useSSL=true",
+        ),
+        example(
+            "jdbc_password",
+            "connecting jdbc:oracle:thin:scott/",
+            s(PASSWORDISH, 12, 59),
+            "@//db.internal:1521/ORCL",
+        ),
+        example(
+            "cli_password",
+            "$ mysql -h db.internal -u root -p",
+            s(PASSWORDISH, 12, 60),
+            " shop",
+        ),
+        example("cli_password", "mysql -p", s(PASSWORDISH, 12, 76), " shop"),
+        example(
+            "cli_password",
+            "redis-cli -h cache -a ",
+            s(PASSWORDISH, 16, 61),
+            " ping",
+        ),
+        example(
+            "cli_password",
+            "curl -s -u admin:",
+            s(PASSWORDISH, 16, 62),
+            " https://grafana.internal/api/health",
+        ),
+        example(
+            "url_password",
+            "calling https://svc:",
+            s(PASSWORDISH, 12, 63),
+            "@api.internal/v1 failed",
+        ),
+        example(
+            "url_password",
+            "REDIS_URL redis://:",
+            s(PASSWORDISH, 20, 64),
+            "@cache.internal:6379/0",
+        ),
+        example(
+            "authorization_header",
+            "curl -H 'Authorization: Bearer ",
+            s(ALNUM, 40, 65),
+            "' https://api.internal",
+        ),
+        example(
+            "authorization_header",
+            "Authorization: Basic ",
+            format!("{}==", s(B64, 30, 66)),
+            "\nHost: api.internal",
+        ),
+        example(
+            "kv_secret",
+            "password=",
+            s(PASSWORDISH, 12, 67),
+            " user=app",
+        ),
+        example(
+            "kv_secret",
+            "db:\n  host: db.internal\n  DB_PASSWORD: ",
+            s(PASSWORDISH, 12, 68),
+            "\n  port: 5432",
+        ),
+        example(
+            "kv_secret",
+            r#"{"client_id": 7, "client_secret": ""#,
+            s(PASSWORDISH, 24, 69),
+            r#"", "scope": "read"}"#,
+        ),
+        example(
+            "kv_secret",
+            "deploy --api-key ",
+            s(ALNUM, 20, 70),
+            " --verbose",
+        ),
+        example("kv_secret", "passwd='", s(PASSWORDISH, 10, 71), "'"),
+        example("kv_secret", "config.token => \"", s(ALNUM, 30, 72), "\""),
+        example(
+            "kv_secret",
+            "spring.datasource.password: ",
+            s(PASSWORDISH, 14, 73),
+            "",
+        ),
+        example(
+            "kv_secret",
+            r#"{\"accessToken\":\""#,
+            s(ALNUM, 32, 74),
+            r#"\",\"user\":\"bob\"}"#,
+        ),
+        example(
+            "kv_secret",
+            "Server=db;User Id=sa;Password=",
+            s(PASSWORDISH, 12, 75),
+            ";Encrypt=true",
+        ),
+        example(
+            "kv_secret",
+            r#"{"password": ""#,
+            "correct horse battery staple".to_owned(),
+            r#""}"#,
+        ),
+    ]
+    .into_iter()
+    .map(|mut e| {
+        if e.rule == "aws_access_key_id" {
+            let id = format!("AKIA{}", s("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16, 7));
+            e.text = format!("s3 put denied for {id} on bucket logs");
+            e.secret = id;
+        }
+        e
+    })
+    .collect()
+}
+
+#[test]
+fn every_builtin_rule_has_an_example_and_every_example_a_rule() {
+    let ruled: BTreeSet<&str> = BUILTIN_RULES.iter().map(|r| r.name).collect();
+    let exemplified: BTreeSet<&str> = examples().iter().map(|e| e.rule).collect();
+    assert_eq!(ruled, exemplified);
+}
+
+#[test]
+fn each_planted_secret_is_replaced_by_its_marker_and_nothing_else_changes() {
+    let redactor = Redactor::builtin();
+    for e in examples() {
+        assert_eq!(e.text.matches(&e.secret).count(), 1, "{}", e.text);
+        let mut counts = Redactions::new();
+        let redacted = redactor.redact_counting(&e.text, &mut counts);
+        let expected = e.text.replacen(&e.secret, &marker(e.rule), 1);
+        assert_eq!(redacted, expected, "rule {}", e.rule);
+        assert_eq!(
+            counts.iter().collect::<Vec<_>>(),
+            vec![(e.rule, 1)],
+            "{}",
+            e.text
+        );
+        assert_eq!(redactor.redact(&redacted), redacted, "idempotent");
+    }
+}
+
+#[test]
+fn each_example_holds_a_keyword_of_its_rule() {
+    for e in examples() {
+        let rule = BUILTIN_RULES.iter().find(|r| r.name == e.rule).unwrap();
+        let lower = e.text.to_ascii_lowercase();
+        assert!(
+            rule.keywords.iter().any(|k| lower.contains(k)),
+            "{}: {}",
+            e.rule,
+            e.text
+        );
+    }
+}
+
+#[test]
+fn builtin_names_are_valid_unique_and_listed_in_the_module_docs() {
+    let docs = include_str!("mod.rs");
+    let mut seen = BTreeSet::new();
+    for rule in BUILTIN_RULES {
+        assert!(seen.insert(rule.name), "{} twice", rule.name);
+        assert!(
+            docs.contains(&format!("| `{}` |", rule.name)),
+            "{} is not in the rule table of redact/mod.rs",
+            rule.name
+        );
+    }
+    assert_eq!(
+        Redactor::builtin().rule_names().collect::<Vec<_>>(),
+        BUILTIN_RULES.iter().map(|r| r.name).collect::<Vec<_>>()
+    );
+}
+
+/// Lines that hold words secrets are named by, but no secret.
+const NOT_SECRETS: &[&str] = &[
+    "password_expiry_days=90",
+    "token_count=5 max_tokens=4096",
+    "Access denied for user 'app'@'10.0.0.7' (using password: YES)",
+    "sudo: bob : TTY=pts/0 ; PWD=/home/bob ; USER=root ; COMMAND=/bin/ls",
+    "Failed password for invalid user admin from 10.0.0.1 port 22 ssh2",
+    "2024-01-01 status installed passwd:amd64 1:4.13+dfsg1-1",
+    "GET https://example.com:8443/api/v1/items?page=2 200",
+    "git@github.com:org/repo.git ssh://git@host.example:22/srv/repo",
+    "mysqld --password-file /run/secrets/db --port=3306",
+    r#"{"password": null, "token": "", "secret": true}"#,
+    "password: ${DB_PASSWORD}",
+    "password = \"{{ .Values.db.password }}\"",
+    "curl -H \"Authorization: Bearer $TOKEN\" https://api.internal",
+    "export PGPASSWORD=$(cat /run/secrets/pg)",
+    "token: <your-token-here>",
+    "api_key=YOUR_API_KEY",
+    "password: ********",
+    "card ****4242 declined",
+    "password_encryption = scram-sha-256",
+    "the invalid token: signature mismatch",
+    "pip install scikit-learn sk-learn-extensions-for-the-win",
+    "disk-usage-for-the-mounted-volumes exceeded",
+    "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+    "request 3f2b9c1e-7d4a-4b8e-9f3a-2c1d0e9b8a7f done",
+    "cookie hash    : aY+9g8SrnCvVnOomZr+pYA==",
+    "Authorization header missing",
+    "requirepass foobared",
+    "mysql -u root -p shop < dump.sql",
+    "secret_name=db-credentials secretRef: db-credentials",
+    "kind: Secret",
+    "--token-file /var/run/secrets/token",
+    "password: string  # the user's password",
+    "passwd:         files systemd",
+    "gnutls_session_get_master_secret: ADDED.",
+    "gnutls_ia_allocate_client_credentials: REMOVED",
+    "    test-token: Skip if the path is actually writable",
+    "** certtool: Added option --null-password to generate/decrypt keys",
+    "Earlier it would have prompted the user for it, even if --password was",
+    "private_key\t= $dir/private/cakey.pem# The private key",
+    "secret = $insta::secret # pass:insta",
+];
+
+#[test]
+fn key_colon_value_must_end_its_field_and_flags_take_no_words() {
+    let redactor = Redactor::builtin();
+    for (text, expected) in [
+        (
+            "password: s3cr3t-Pw # rotated",
+            "password: <redacted:kv_secret> # rotated",
+        ),
+        (
+            "{token: abc123XY, user: bob}",
+            "{token: <redacted:kv_secret>, user: bob}",
+        ),
+        (
+            "X-Api-Key: 5f3c9a1b\r\n",
+            "X-Api-Key: <redacted:kv_secret>\r\n",
+        ),
+        (
+            "Password: hunter2 (from the vault)",
+            "Password: hunter2 (from the vault)",
+        ),
+        (
+            "tool --password Hunter2 --user bob",
+            "tool --password <redacted:kv_secret> --user bob",
+        ),
+        ("tool --token s3cr3t", "tool --token <redacted:kv_secret>"),
+        ("tool --password hunter", "tool --password hunter"),
+    ] {
+        assert_eq!(redactor.redact(text), expected);
+    }
+}
+
+#[test]
+fn lines_without_secrets_stay_as_they_are() {
+    let redactor = Redactor::builtin();
+    for line in NOT_SECRETS {
+        assert_eq!(redactor.redact(line), *line);
+        assert!(matches!(redactor.redact(line), Cow::Borrowed(_)));
+    }
+}
+
+#[test]
+fn nothing_to_redact_borrows() {
+    let redactor = Redactor::builtin();
+    let text = "2024-06-01T12:00:00Z INFO connection pool size=10 active=3";
+    assert!(matches!(redactor.redact(text), Cow::Borrowed(_)));
+    let mut value = json!({"rows": [[1, "a"], [2, "b"]], "password": null});
+    let before = value.clone();
+    let mut counts = Redactions::new();
+    redactor.redact_json(&mut value, &mut counts);
+    assert_eq!(value, before);
+    assert!(counts.is_empty());
+}
+
+#[test]
+fn markers_are_never_matched_again() {
+    let redactor = Redactor::builtin();
+    for text in [
+        "password=<redacted:kv_secret>",
+        "https://svc:<redacted:url_password>@api.internal/v1",
+        "Authorization: Bearer <redacted:authorization_header>",
+        r#"{"token": "<redacted:github_token>"}"#,
+    ] {
+        assert_eq!(redactor.redact(text), text);
+    }
+    // A rule of one's own that matches the marker's words does not either.
+    let greedy = RuleSpec {
+        name: "words".into(),
+        regex: "[a-z_:]{12,}".into(),
+        secret_group: None,
+        keywords: vec![],
+        description: None,
+    };
+    let redactor = Redactor::new(&[greedy], Vec::<String>::new()).unwrap();
+    let once = redactor.redact("password=hunter2hunter2 and somethinglong");
+    assert_eq!(once, "password=<redacted:kv_secret> and <redacted:words>");
+    assert_eq!(redactor.redact(&once), once);
+}
+
+#[test]
+fn overlapping_finds_merge_into_one_marker_named_by_the_leftmost_longest() {
+    let redactor = Redactor::builtin();
+    // The same span: the earlier (more specific) rule names it.
+    let token = format!("ghp_{}", fake(ALNUM, 36, 90));
+    assert_eq!(
+        redactor.redact(&format!("password={token}")),
+        "password=<redacted:github_token>"
+    );
+    // A longer span containing a shorter one: the longer names it.
+    let mut counts = Redactions::new();
+    let text = format!(r#"{{"token": "Bearer {token}"}}"#);
+    assert_eq!(
+        redactor.redact_counting(&text, &mut counts),
+        r#"{"token": "<redacted:kv_secret>"}"#
+    );
+    assert_eq!(counts.iter().collect::<Vec<_>>(), vec![("kv_secret", 1)]);
+}
+
+#[test]
+fn allowlisted_values_stay() {
+    let id = format!("AKIA{}", fake("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16, 91));
+    let text = format!("key {id} and password=guest");
+    let config = RedactionConfig {
+        rules_file: None,
+        allow: vec![id.clone(), "guest".into()],
+    };
+    let redactor = config.redactor(&[]).unwrap();
+    assert_eq!(redactor.redact(&text), text);
+    assert_eq!(
+        Redactor::builtin().redact(&text),
+        "key <redacted:aws_access_key_id> and password=<redacted:kv_secret>"
+    );
+}
+
+#[test]
+fn extra_rules_from_a_rules_file_redact_their_secret_group() {
+    let file: RulesFile = toml::from_str(
+        r#"
+        [[rules]]
+        name = "acme_token"
+        regex = '''(?-u:\b)acme_(?:live|test)_([a-z0-9]{16})'''
+        keywords = ["ACME_"]
+        description = "ACME API tokens"
+
+        [[rules]]
+        name = "employee_id"
+        regex = '''EMP-[0-9]{6}'''
+        "#,
+    )
+    .unwrap();
+    let config: RedactionConfig = toml::from_str(
+        r#"
+        rules_file = "/etc/aci/rules.toml"
+        allow = ["EMP-000000"]
+        "#,
+    )
+    .unwrap();
+    let redactor = config.redactor(&file.rules).unwrap();
+    let mut counts = Redactions::new();
+    let text = "acme_live_0123456789abcdef by EMP-123456, EMP-000000, acme_test_short";
+    assert_eq!(
+        redactor.redact_counting(text, &mut counts),
+        "acme_live_<redacted:acme_token> by <redacted:employee_id>, EMP-000000, acme_test_short"
+    );
+    assert_eq!(counts.get("acme_token"), 1);
+    assert_eq!(counts.get("employee_id"), 1);
+    // Keywords gate a rule: without one, it is not tried.
+    let gated = RuleSpec {
+        name: "gated".into(),
+        regex: "[0-9]{6}".into(),
+        secret_group: None,
+        keywords: vec!["pin".into()],
+        description: None,
+    };
+    let redactor = Redactor::new(&[gated], Vec::<String>::new()).unwrap();
+    assert_eq!(redactor.redact("order 123456"), "order 123456");
+    assert_eq!(redactor.redact("PIN 123456"), "PIN <redacted:gated>");
+}
+
+#[test]
+fn unknown_keys_in_config_and_rules_are_refused() {
+    assert!(toml::from_str::<RedactionConfig>("allowlist = []").is_err());
+    assert!(
+        toml::from_str::<RulesFile>("[[rules]]\nname = \"a\"\nregex = \"a\"\nsecretgroup = 0")
+            .is_err()
+    );
+}
+
+#[test]
+fn bad_rules_are_configuration_errors_naming_the_rule() {
+    let rule = |name: &str, regex: &str, group: Option<usize>| RuleSpec {
+        name: name.into(),
+        regex: regex.into(),
+        secret_group: group,
+        keywords: vec![],
+        description: None,
+    };
+    let refused = |rules: &[RuleSpec]| Redactor::new(rules, Vec::<String>::new()).unwrap_err();
+    let cases = [
+        (
+            vec![rule("Bad-Name", "x", None)],
+            "REDACTION_RULE_INVALID_NAME",
+            "Bad-Name",
+        ),
+        (vec![rule("", "x", None)], "REDACTION_RULE_INVALID_NAME", ""),
+        (
+            vec![rule(&"a".repeat(65), "x", None)],
+            "REDACTION_RULE_INVALID_NAME",
+            &*"a".repeat(65),
+        ),
+        (
+            vec![rule("jwt", "x", None)],
+            "REDACTION_RULE_DUPLICATE_NAME",
+            "jwt",
+        ),
+        (
+            vec![rule("mine", "x", None), rule("mine", "y", None)],
+            "REDACTION_RULE_DUPLICATE_NAME",
+            "mine",
+        ),
+        (
+            vec![rule("broken", "a(b", None)],
+            "REDACTION_RULE_INVALID_REGEX",
+            "broken",
+        ),
+        (
+            vec![rule("empty", "a*", None)],
+            "REDACTION_RULE_MATCHES_EMPTY",
+            "empty",
+        ),
+        (
+            vec![rule("anchor", "(?m)^", None)],
+            "REDACTION_RULE_MATCHES_EMPTY",
+            "anchor",
+        ),
+        (
+            vec![rule("group", "a(b)", Some(2))],
+            "REDACTION_RULE_INVALID_SECRET_GROUP",
+            "group",
+        ),
+        (
+            vec![rule("maybe", "key=(b*)", Some(1))],
+            "REDACTION_RULE_EMPTY_SECRET",
+            "maybe",
+        ),
+    ];
+    for (rules, code, name) in cases {
+        let error = refused(&rules);
+        assert_eq!(error.code(), code, "{error}");
+        assert_eq!(error.rule(), Some(name));
+        assert!(error.to_string().contains(&format!("`{name}`")), "{error}");
+    }
+    let keyword = RuleSpec {
+        keywords: vec![String::new()],
+        ..rule("kw", "x", None)
+    };
+    assert_eq!(refused(&[keyword]).code(), "REDACTION_RULE_EMPTY_KEYWORD");
+    let error = Redactor::new(&[], vec![String::new()]).unwrap_err();
+    assert_eq!(error.code(), "REDACTION_ALLOW_EMPTY_VALUE");
+    assert_eq!(error.rule(), None);
+}
+
+#[test]
+fn the_secret_is_the_first_non_empty_group_from_the_configured_one() {
+    let rule = RuleSpec {
+        name: "either".into(),
+        regex: r"key1=([0-9]+)|key2=([a-z]+)".into(),
+        secret_group: Some(1),
+        keywords: vec![],
+        description: None,
+    };
+    let whole = RuleSpec {
+        name: "whole".into(),
+        regex: r"serial=[0-9]{4}".into(),
+        secret_group: None,
+        keywords: vec![],
+        description: None,
+    };
+    let redactor = Redactor::new(&[rule, whole], Vec::<String>::new()).unwrap();
+    assert_eq!(
+        redactor.redact("key1=1234 key2=abcd serial=9876"),
+        "key1=<redacted:either> key2=<redacted:either> <redacted:whole>"
+    );
+}
+
+#[test]
+fn fields_named_for_secrets_are_redacted_whole() {
+    let redactor = Redactor::builtin();
+    let mut counts = Redactions::new();
+    assert_eq!(
+        redactor.redact_field("password", "hunter2", &mut counts),
+        "<redacted:kv_secret>"
+    );
+    assert_eq!(
+        redactor.redact_field("api_token", "two words", &mut counts),
+        "<redacted:kv_secret>"
+    );
+    let token = format!("ghp_{}", fake(ALNUM, 36, 92));
+    assert_eq!(
+        redactor.redact_field("GITHUB_TOKEN", &token, &mut counts),
+        "<redacted:github_token>"
+    );
+    // Placeholders and blanks stay; other columns get the text rules.
+    assert_eq!(
+        redactor.redact_field("password", "NULL", &mut counts),
+        "NULL"
+    );
+    assert_eq!(redactor.redact_field("password", "", &mut counts), "");
+    assert_eq!(
+        redactor.redact_field("password_changed_at", "2024-01-01", &mut counts),
+        "2024-01-01"
+    );
+    assert_eq!(
+        redactor.redact_field("note", &format!("token {token}"), &mut counts),
+        "token <redacted:github_token>"
+    );
+    assert_eq!(counts.get("kv_secret"), 2);
+    assert_eq!(counts.get("github_token"), 2);
+    for key in [
+        "password",
+        "DB_PASSWORD",
+        "accessToken",
+        "client_secret",
+        "aws_secret_access_key",
+        "X-Api-Key",
+        "credentials",
+    ] {
+        assert!(redactor.names_secret(key), "{key}");
+    }
+    for key in [
+        "password_expiry_days",
+        "token_count",
+        "keys",
+        "secret_name",
+        "user",
+        "primary_key",
+    ] {
+        assert!(!redactor.names_secret(key), "{key}");
+    }
+}
+
+#[test]
+fn json_values_are_redacted_in_place_without_losing_a_member() {
+    let redactor = Redactor::builtin();
+    let token = format!("ghp_{}", fake(ALNUM, 36, 93));
+    let mut value = json!({
+        "user": "app",
+        "password": "hunter2",
+        "pin_code": 1234,
+        "api_key": 987654321,
+        "tokens": ["a", "b"],
+        "credentials": ["s3cr3t-one", null],
+        "nested": {"log": format!("calling https://svc:pw-123456@api.internal/v1 with {token}")},
+        token.clone(): "a secret as a member name",
+        format!("ghp_{}", fake(ALNUM, 36, 94)): "another",
+        "enabled": true
+    });
+    let mut counts = Redactions::new();
+    redactor.redact_json(&mut value, &mut counts);
+    let members = value.as_object_mut().unwrap();
+    let renamed: serde_json::Map<String, serde_json::Value> = members
+        .keys()
+        .filter(|k| k.starts_with(MARKER_PREFIX))
+        .cloned()
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|k| {
+            let v = members.remove(&k).unwrap();
+            (k, v)
+        })
+        .collect();
+    assert_eq!(
+        value,
+        json!({
+            "user": "app",
+            "password": "<redacted:kv_secret>",
+            "pin_code": 1234,
+            "api_key": "<redacted:kv_secret>",
+            "tokens": ["a", "b"],
+            "credentials": ["<redacted:kv_secret>", null],
+            "nested": {"log": "calling https://svc:<redacted:url_password>@api.internal/v1 with <redacted:github_token>"},
+            "enabled": true
+        })
+    );
+    // Two member names that redact alike: both kept, told apart.
+    let mut names: Vec<(&str, &str)> = renamed
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str().unwrap()))
+        .collect();
+    names.sort_by_key(|(_, v)| *v);
+    let keys: BTreeSet<&str> = names.iter().map(|(k, _)| *k).collect();
+    assert_eq!(
+        keys,
+        BTreeSet::from(["<redacted:github_token>", "<redacted:github_token> (2)"])
+    );
+    assert_eq!(
+        names.iter().map(|(_, v)| *v).collect::<Vec<_>>(),
+        vec!["a secret as a member name", "another"]
+    );
+    assert_eq!(counts.get("kv_secret"), 3);
+    assert_eq!(counts.get("url_password"), 1);
+    assert_eq!(counts.get("github_token"), 3);
+}
+
+#[test]
+fn debug_shows_rule_names_only() {
+    let redactor = Redactor::new(&[], vec!["hunter2".to_owned()]).unwrap();
+    let debug = format!("{redactor:?}");
+    assert!(debug.contains("kv_secret"));
+    assert!(!debug.contains("hunter2"));
+}
