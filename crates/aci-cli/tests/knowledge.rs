@@ -1,6 +1,7 @@
 //! The knowledge directory end to end: `aci index` builds the persistent
 //! index and prints what changed, a second process reuses it, and `aci serve`
-//! finds a file added while it runs, without a restart.
+//! (over stdio and over HTTP) finds a file added while it runs, without a
+//! restart.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -11,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::command::{aci, json, stderr, stdout};
-use support::files::{temp_dir, write_in};
+use support::contract::{McpClient, call, ids};
+use support::files::{temp_dir, unique, write_in};
+use support::http::replica::Replica;
 use support::stdio::RawSession;
 
 /// A knowledge directory, an index directory and a config naming both.
@@ -174,5 +177,63 @@ async fn aci_serve_finds_a_file_added_while_it_runs() {
     assert_eq!(
         lookup(&mut serve, id + 2, "pool exhausted").await["evidence_status"],
         "EVIDENCE_FOUND"
+    );
+}
+
+/// The `structuredContent` of a `lookup_knowledge` call of `query` over HTTP,
+/// as call `id` of `run`.
+async fn lookup_http(client: &McpClient, run: &str, id: u64, query: &str) -> Value {
+    call(
+        client,
+        "lookup_knowledge",
+        json!({"query": query}),
+        ids(run, &format!("call_{id}")),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn aci_serve_http_finds_a_file_added_while_it_runs() {
+    let setup = Setup::new("serve-http");
+    setup.write(
+        "pool.md",
+        "# Pool\n\n## Symptoms\n\nThe pool is exhausted.\n",
+    );
+    let replica = Replica::start(&setup.config, "memory", &["--insecure-no-auth"]).await;
+    let client = replica.client("/mcp", None).await;
+    let run = unique("run-watch");
+    assert_eq!(
+        lookup_http(&client, &run, 1, "warp core breach").await["evidence_status"],
+        "NO_EVIDENCE"
+    );
+    setup.write(
+        "nested/warp.md",
+        "# Warp core\n\n## Symptoms\n\nThe warp core breach alarm sounds.\n",
+    );
+    let mut id = 1;
+    let mut found = false;
+    let started = Instant::now();
+    while !found && started.elapsed() < WATCH_GUARD {
+        id += 1;
+        found = lookup_http(&client, &run, id, "warp core breach").await["evidence_status"]
+            == "EVIDENCE_FOUND";
+        if !found {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    assert!(found, "the new file was never found");
+    let result = lookup_http(&client, &run, id + 1, "warp core breach").await;
+    assert_eq!(result["evidence"][0]["document_id"], "nested/warp");
+    // The old file is still served.
+    assert_eq!(
+        lookup_http(&client, &run, id + 2, "pool exhausted").await["evidence_status"],
+        "EVIDENCE_FOUND"
+    );
+    client.cancel().await.unwrap();
+    let (status, stderr) = replica.stop().await;
+    assert!(status.success(), "{stderr}");
+    assert!(
+        stderr.contains("knowledge updated: 1 added"),
+        "the watcher said what it applied: {stderr}"
     );
 }

@@ -40,9 +40,9 @@ use rmcp::service::TxJsonRpcMessage;
 use rmcp::transport::Transport;
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
-use super::shutdown::{CallGate, CallTicket, Phase};
+use crate::server::{CallGate, CallTicket, Phase};
 
 /// Longest line read (rmcp's own cap): a longer one is answered `-32600`
 /// and skipped without being held in memory.
@@ -66,9 +66,9 @@ const STOPPING: i64 = -32_000;
 pub(crate) struct NonObjectArguments(pub(crate) String);
 
 /// A `tools/call` admitted by the transport when it read the request, before
-/// the end of input it may read right after: the handler takes this ticket
+/// the end of input it may read right after: the service takes this ticket
 /// instead of asking the gate again, so a call the client sent before it
-/// closed its input is run, never refused as "stopping".
+/// closed its input is run, never refused.
 #[derive(Debug, Clone)]
 pub(crate) struct AdmittedCall(Arc<Mutex<Option<CallTicket>>>);
 
@@ -152,13 +152,15 @@ pub(crate) struct LineTransport<R> {
     in_flight: Arc<Mutex<HashSet<String>>>,
     gate: CallGate,
     input_done: bool,
+    /// Set at the end of input.
+    input_closed: watch::Sender<bool>,
 }
 
 impl<R: AsyncRead + Unpin + Send> LineTransport<R> {
-    /// A transport reading `input`, writing through `writer`, stopping with
-    /// `gate`: at end of input it tells the gate and waits until the gate is
-    /// [`Phase::Finished`] before it ends the session, so that running calls
-    /// can still answer.
+    /// A transport reading `input`, writing through `writer`, admitting calls
+    /// through `gate`: at end of input it says so ([`Self::input_closed`]) and
+    /// waits until the gate is [`Phase::Finished`] before it ends the
+    /// session, so that running calls can still answer.
     pub(crate) fn new(input: R, writer: LineWriter, gate: CallGate) -> Self {
         Self {
             reader: LineReader::new(input, MAX_LINE_BYTES),
@@ -167,7 +169,13 @@ impl<R: AsyncRead + Unpin + Send> LineTransport<R> {
             in_flight: Arc::new(Mutex::new(HashSet::new())),
             gate,
             input_done: false,
+            input_closed: watch::Sender::new(false),
         }
+    }
+
+    /// Becomes `true` once the client closed its input (end of file).
+    pub(crate) fn input_closed(&self) -> watch::Receiver<bool> {
+        self.input_closed.subscribe()
     }
 
     fn in_flight(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
@@ -285,7 +293,7 @@ impl<R: AsyncRead + Unpin + Send> LineTransport<R> {
         if let JsonRpcMessage::Request(request) = &mut message
             && matches!(request.request, ClientRequest::CallToolRequest(_))
         {
-            let Some(ticket) = self.gate.admit() else {
+            let Ok(ticket) = self.gate.admit_while_accepting(None) else {
                 self.in_flight().remove(&id.to_string());
                 return Handled::Reply(error_line(Some(id), STOPPING, "the server is stopping"));
             };
@@ -420,7 +428,7 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for LineTransp
                 LineRead::End => {
                     tracing::info!("input closed");
                     self.input_done = true;
-                    self.gate.close_input();
+                    self.input_closed.send_replace(true);
                 }
             }
         }
@@ -647,6 +655,7 @@ impl Scanner<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::GateLimits;
 
     #[test]
     fn ids_are_found_before_the_damage() {
@@ -685,7 +694,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_call_read_before_the_stop_is_admitted_when_read() {
-        let gate = CallGate::new();
+        let gate = CallGate::new(GateLimits::UNBOUNDED);
         let (writer, _task) = LineWriter::spawn(tokio::io::sink());
         let transport = LineTransport::new(&b""[..], writer, gate.clone());
         let line = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"query_logs","arguments":{}}}"#;
@@ -695,7 +704,13 @@ mod tests {
         // The end of input right after it: the server stops taking calls
         // before its handler ran.
         gate.advance(Phase::Draining);
-        assert!(gate.admit().is_none(), "a new call is refused");
+        let late = br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"query_logs","arguments":{}}}"#;
+        let Handled::Reply(reply) = transport.handle(late) else {
+            panic!("a call read after the stop was delivered");
+        };
+        let reply: Value = serde_json::from_slice(&reply).unwrap();
+        assert_eq!(reply["error"]["code"], STOPPING, "a new call is refused");
+        assert_eq!(reply["id"], 2);
         assert_eq!(gate.in_flight(), 1, "the call read before is counted");
         let JsonRpcMessage::Request(request) = *message else {
             panic!("not a request");
