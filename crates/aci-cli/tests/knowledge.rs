@@ -128,31 +128,53 @@ fn aci_index_without_a_knowledge_dir_is_a_config_error() {
     assert!(stderr(&out).contains("[knowledge] dir"), "{}", stderr(&out));
 }
 
-/// The `structuredContent` of a `lookup_knowledge` call of `query`.
-async fn lookup(session: &mut RawSession, id: u64, query: &str) -> Value {
-    session
-        .call(
+/// A server the watch scenario looks things up on: a stdio session, or an
+/// HTTP client in a run of its own.
+trait Lookup {
+    /// The `structuredContent` of `lookup_knowledge` call number `id` of
+    /// `query`.
+    async fn lookup(&mut self, id: u64, query: &str) -> Value;
+}
+
+impl Lookup for RawSession {
+    async fn lookup(&mut self, id: u64, query: &str) -> Value {
+        self.call(
             &json!(id),
             "lookup_knowledge",
             json!({"query": query}),
             None,
         )
         .await
+    }
+}
+
+/// An rmcp client over HTTP, calling in `run`.
+struct HttpLookup {
+    client: McpClient,
+    run: String,
+}
+
+impl Lookup for HttpLookup {
+    async fn lookup(&mut self, id: u64, query: &str) -> Value {
+        call(
+            &self.client,
+            "lookup_knowledge",
+            json!({"query": query}),
+            ids(&self.run, &format!("call_{id}")),
+        )
+        .await
+    }
 }
 
 /// A guard against a watcher that never fires, not a timing assertion.
 const WATCH_GUARD: Duration = Duration::from_secs(60);
 
-#[tokio::test(flavor = "multi_thread")]
-async fn aci_serve_finds_a_file_added_while_it_runs() {
-    let setup = Setup::new("serve");
-    setup.write(
-        "pool.md",
-        "# Pool\n\n## Symptoms\n\nThe pool is exhausted.\n",
-    );
-    let mut serve = RawSession::start(&["--config", setup.config()]).await;
+/// The server behind `server`, started on `setup`'s directory holding
+/// `pool.md`, finds a file added while it runs, without a restart, and
+/// still serves the one it had.
+async fn finds_a_file_added_while_it_runs(setup: &Setup, server: &mut impl Lookup) {
     assert_eq!(
-        lookup(&mut serve, 1, "warp core breach").await["evidence_status"],
+        server.lookup(1, "warp core breach").await["evidence_status"],
         "NO_EVIDENCE"
     );
     setup.write(
@@ -164,72 +186,48 @@ async fn aci_serve_finds_a_file_added_while_it_runs() {
     let started = Instant::now();
     while !found && started.elapsed() < WATCH_GUARD {
         id += 1;
-        found =
-            lookup(&mut serve, id, "warp core breach").await["evidence_status"] == "EVIDENCE_FOUND";
+        found = server.lookup(id, "warp core breach").await["evidence_status"] == "EVIDENCE_FOUND";
         if !found {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
     assert!(found, "the new file was never found");
-    let result = lookup(&mut serve, id + 1, "warp core breach").await;
+    let result = server.lookup(id + 1, "warp core breach").await;
     assert_eq!(result["evidence"][0]["document_id"], "nested/warp");
     // The old file is still served.
     assert_eq!(
-        lookup(&mut serve, id + 2, "pool exhausted").await["evidence_status"],
+        server.lookup(id + 2, "pool exhausted").await["evidence_status"],
         "EVIDENCE_FOUND"
     );
 }
 
-/// The `structuredContent` of a `lookup_knowledge` call of `query` over HTTP,
-/// as call `id` of `run`.
-async fn lookup_http(client: &McpClient, run: &str, id: u64, query: &str) -> Value {
-    call(
-        client,
-        "lookup_knowledge",
-        json!({"query": query}),
-        ids(run, &format!("call_{id}")),
-    )
-    .await
+/// `setup` with the file the watch scenario starts from.
+fn watch_setup(tag: &str) -> Setup {
+    let setup = Setup::new(tag);
+    setup.write(
+        "pool.md",
+        "# Pool\n\n## Symptoms\n\nThe pool is exhausted.\n",
+    );
+    setup
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn aci_serve_finds_a_file_added_while_it_runs() {
+    let setup = watch_setup("serve");
+    let mut serve = RawSession::start(&["--config", setup.config()]).await;
+    finds_a_file_added_while_it_runs(&setup, &mut serve).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn aci_serve_http_finds_a_file_added_while_it_runs() {
-    let setup = Setup::new("serve-http");
-    setup.write(
-        "pool.md",
-        "# Pool\n\n## Symptoms\n\nThe pool is exhausted.\n",
-    );
+    let setup = watch_setup("serve-http");
     let replica = Replica::start(&setup.config, "memory", &["--insecure-no-auth"]).await;
-    let client = replica.client("/mcp", None).await;
-    let run = unique("run-watch");
-    assert_eq!(
-        lookup_http(&client, &run, 1, "warp core breach").await["evidence_status"],
-        "NO_EVIDENCE"
-    );
-    setup.write(
-        "nested/warp.md",
-        "# Warp core\n\n## Symptoms\n\nThe warp core breach alarm sounds.\n",
-    );
-    let mut id = 1;
-    let mut found = false;
-    let started = Instant::now();
-    while !found && started.elapsed() < WATCH_GUARD {
-        id += 1;
-        found = lookup_http(&client, &run, id, "warp core breach").await["evidence_status"]
-            == "EVIDENCE_FOUND";
-        if !found {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-    assert!(found, "the new file was never found");
-    let result = lookup_http(&client, &run, id + 1, "warp core breach").await;
-    assert_eq!(result["evidence"][0]["document_id"], "nested/warp");
-    // The old file is still served.
-    assert_eq!(
-        lookup_http(&client, &run, id + 2, "pool exhausted").await["evidence_status"],
-        "EVIDENCE_FOUND"
-    );
-    client.cancel().await.unwrap();
+    let mut http = HttpLookup {
+        client: replica.client("/mcp", None).await,
+        run: unique("run-watch"),
+    };
+    finds_a_file_added_while_it_runs(&setup, &mut http).await;
+    http.client.cancel().await.unwrap();
     let (status, stderr) = replica.stop().await;
     assert!(status.success(), "{stderr}");
     assert!(

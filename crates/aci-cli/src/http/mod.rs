@@ -32,15 +32,13 @@ mod workers;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::transport::StreamableHttpServerConfig;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use self::auth::{AuthLayerState, Authenticator};
+use self::auth::Authenticator;
 use self::metrics::Metrics;
 pub(crate) use self::metrics::execution_metrics_layer;
-use self::ops::OpsState;
-use self::router::{ENVELOPE_BYTES, HttpFacts};
+use self::router::HttpFacts;
 use self::workers::Workers;
 use crate::app::App;
 use crate::config::Config;
@@ -69,20 +67,7 @@ pub(crate) struct HttpOptions {
 pub(crate) async fn serve(app: App, config: &Config, options: HttpOptions) -> Result<(), CliError> {
     // Settings are checked before anything is said at start: an error is
     // the one line on stderr.
-    let limits = GateLimits {
-        max_in_flight: Some(config.serve.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT)),
-        max_per_principal: config.serve.max_in_flight_per_principal,
-    };
-    let worker_count = match config.serve.workers {
-        Some(0) => return Err(CliError::config("serve: workers must be at least 1")),
-        Some(n) => n,
-        None => std::thread::available_parallelism().map_or(1, usize::from),
-    };
-    if limits.max_in_flight == Some(0) || limits.max_per_principal == Some(0) {
-        return Err(CliError::config(
-            "serve: max_in_flight limits must be at least 1",
-        ));
-    }
+    let (limits, worker_count) = serve_settings(config)?;
     let authenticator = authenticator(config, &options)?;
     if !options.shared_store {
         eprintln!(
@@ -90,12 +75,6 @@ pub(crate) async fn serve(app: App, config: &Config, options: HttpOptions) -> Re
         );
     }
     let metrics = Arc::new(Metrics::new().map_err(|e| CliError::config(format!("metrics: {e}")))?);
-    let body_limit = app
-        .boundary
-        .limits()
-        .max_request_bytes
-        .saturating_add(ENVELOPE_BYTES);
-    let store = Arc::clone(app.boundary.store());
     let serve_options = ServeOptions::new(&config.serve, &app);
     let setup = ServiceSetup {
         server_run: None,
@@ -103,36 +82,7 @@ pub(crate) async fn serve(app: App, config: &Config, options: HttpOptions) -> Re
         observer: Some(Arc::clone(&metrics) as _),
     };
     let server = Server::start(app, serve_options, limits, setup).await?;
-
-    let mut mcp_config = StreamableHttpServerConfig::default()
-        .with_legacy_session_mode(false)
-        .with_json_response(true)
-        .with_sse_keep_alive(None)
-        .with_max_request_body_bytes(body_limit);
-    if let Some(hosts) = &config.serve.allowed_hosts {
-        mcp_config = mcp_config.with_allowed_hosts(hosts.clone());
-    }
-    let cancel = mcp_config.cancellation_token.clone();
-    let auth = Arc::new(AuthLayerState {
-        authenticator,
-        resource: config.auth.resource.clone(),
-        metrics: Arc::clone(&metrics),
-    });
-    let ops = ops::routes(Arc::new(OpsState {
-        store,
-        gate: server.gate().clone(),
-        metrics: Arc::clone(&metrics),
-        resource: config.auth.resource.clone(),
-        issuer: config.auth.jwt.as_ref().map(|j| j.issuer.clone()),
-    }));
-    let router = router::routes(
-        server.service().clone(),
-        mcp_config,
-        body_limit,
-        auth,
-        metrics,
-        ops,
-    );
+    let (router, cancel) = router::routes(&server, config, authenticator, metrics);
 
     let listener = TcpListener::bind(&options.addr)
         .await
@@ -149,6 +99,25 @@ pub(crate) async fn serve(app: App, config: &Config, options: HttpOptions) -> Re
         cancel,
     };
     server.run(transport).await
+}
+
+/// The gate's limits and the number of workers, from `[serve]`.
+fn serve_settings(config: &Config) -> Result<(GateLimits, usize), CliError> {
+    let limits = GateLimits {
+        max_in_flight: Some(config.serve.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT)),
+        max_per_principal: config.serve.max_in_flight_per_principal,
+    };
+    let workers = match config.serve.workers {
+        Some(0) => return Err(CliError::config("serve: workers must be at least 1")),
+        Some(n) => n,
+        None => std::thread::available_parallelism().map_or(1, usize::from),
+    };
+    if limits.max_in_flight == Some(0) || limits.max_per_principal == Some(0) {
+        return Err(CliError::config(
+            "serve: max_in_flight limits must be at least 1",
+        ));
+    }
+    Ok((limits, workers))
 }
 
 /// The credentials of `[auth]`, or none with `--insecure-no-auth` (said on

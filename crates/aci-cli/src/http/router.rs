@@ -25,9 +25,13 @@ use rmcp::transport::streamable_http_server::session::never::NeverSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tower_http::limit::RequestBodyLimitLayer;
 
-use super::auth::{AuthLayerState, require_bearer};
+use tokio_util::sync::CancellationToken;
+
+use super::auth::{AuthLayerState, Authenticator, require_bearer};
 use super::metrics::Metrics;
-use crate::server::{McpService, McpSession, Principal, RequestFacts, TransportFacts};
+use super::ops::{self, OpsState};
+use crate::config::Config;
+use crate::server::{McpSession, Principal, RequestFacts, Server, TransportFacts};
 
 /// Bytes allowed in a request body beyond `max_request_bytes`: the JSON-RPC
 /// envelope, the tool name and `_meta`.
@@ -44,20 +48,47 @@ const HEADER_SESSION_ID: &str = "mcp-session-id";
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct PathRun(String);
 
-/// The MCP routes and their layers, `ops` beside them.
+/// The MCP routes of `server`'s service in their layers, the operations
+/// endpoints beside them; and the token that cancels rmcp's requests still
+/// open once calls were abandoned.
 pub(crate) fn routes(
-    service: McpService,
-    mcp_config: StreamableHttpServerConfig,
-    body_limit: usize,
-    auth: Arc<AuthLayerState>,
+    server: &Server,
+    config: &Config,
+    authenticator: Option<Authenticator>,
     metrics: Arc<Metrics>,
-    ops: Router,
-) -> Router {
+) -> (Router, CancellationToken) {
+    let boundary = &server.app().boundary;
+    let body_limit = boundary
+        .limits()
+        .max_request_bytes
+        .saturating_add(ENVELOPE_BYTES);
+    let mut mcp_config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_sse_keep_alive(None)
+        .with_max_request_body_bytes(body_limit);
+    if let Some(hosts) = &config.serve.allowed_hosts {
+        mcp_config = mcp_config.with_allowed_hosts(hosts.clone());
+    }
+    let cancel = mcp_config.cancellation_token.clone();
+    let service = server.service().clone();
     let mcp = StreamableHttpService::new(
         move || Ok(service.clone()),
         Arc::new(NeverSessionManager::default()),
         mcp_config,
     );
+    let auth = Arc::new(AuthLayerState {
+        authenticator,
+        resource: config.auth.resource.clone(),
+        metrics: Arc::clone(&metrics),
+    });
+    let ops = ops::routes(Arc::new(OpsState {
+        store: Arc::clone(boundary.store()),
+        gate: server.gate().clone(),
+        metrics: Arc::clone(&metrics),
+        resource: config.auth.resource.clone(),
+        issuer: config.auth.jwt.as_ref().map(|j| j.issuer.clone()),
+    }));
     let mcp_routes = Router::new()
         .route_service("/mcp", mcp.clone())
         .route_service("/runs/{run_id}/mcp", mcp)
@@ -68,7 +99,7 @@ pub(crate) fn routes(
             count_too_large,
         ))
         .layer(middleware::from_fn_with_state(auth, require_bearer));
-    mcp_routes.merge(ops)
+    (mcp_routes.merge(ops), cancel)
 }
 
 /// Puts the run of a `/runs/<run_id>/mcp` URL into the request.

@@ -125,6 +125,11 @@ impl Server {
         })
     }
 
+    /// The app the server serves.
+    pub(crate) fn app(&self) -> &App {
+        &self.app
+    }
+
     /// The service, for the transport to serve.
     pub(crate) fn service(&self) -> &McpService {
         &self.service

@@ -2,7 +2,7 @@
 //!
 //! Everything a transport does not decide lives here, once:
 //!
-//! - [`service`]: the rmcp `ServerHandler` ([`McpService`]) of `tools/list`
+//! - [`service`]: the rmcp `ServerHandler` ([`McpService`](service::McpService)) of `tools/list`
 //!   and `tools/call`: what a call means, in order (ids, run, admission, run
 //!   context, envelope, boundary, abandonment, result, metrics);
 //! - [`ids`]: the one id resolver over the facts a transport supplies, and
@@ -33,5 +33,5 @@ pub(crate) use self::gate::{CallGate, CallTicket, GateLimits, Phase};
 pub(crate) use self::ids::McpSession;
 pub(crate) use self::lifecycle::{ServeOptions, Server, Transport};
 pub(crate) use self::service::{
-    CallObserver, McpService, Principal, RequestFacts, ServiceSetup, TransportFacts,
+    CallObserver, Principal, RequestFacts, ServiceSetup, TransportFacts,
 };

@@ -1,6 +1,7 @@
 //! `aci serve`: the MCP service ([`crate::server`]) over stdio.
 //!
 //! - [`framing`]: the line transport, which answers every request;
+//! - [`scan`]: the id of a line that cannot be read whole;
 //! - [`stdin`]: stdin on its own thread.
 //!
 //! # Session and run
@@ -32,6 +33,7 @@
 //! stopping never waits for a pending terminal read.
 
 pub(crate) mod framing;
+pub(crate) mod scan;
 pub(crate) mod stdin;
 
 use std::sync::Arc;
