@@ -381,41 +381,22 @@ mod tests {
         assert!(!pending(finished.as_mut()));
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_stop_that_races_admissions_never_misses_a_call() {
-        // Admissions on another thread while the stop advances and waits:
-        // every call admitted is either waited for or refused, never both
-        // admitted after the stop saw the gate idle.
+    #[test]
+    fn a_call_is_counted_before_the_phase_is_read() {
+        // The order that makes a racing stop safe: a stop that advances
+        // between the count and the look sees the call in flight (and waits
+        // for it), and a call counted after the stop saw the gate idle while
+        // abandoning is refused. Seen here by the idle flag flipping.
         let gate = CallGate::new(GateLimits::UNBOUNDED);
-        let admitted_late = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let admitting = std::thread::spawn({
-            let (gate, late, stopped) = (
-                gate.clone(),
-                Arc::clone(&admitted_late),
-                Arc::clone(&stopped),
-            );
-            move || {
-                while gate.phase() < Phase::Finished {
-                    if let Ok(ticket) = gate.admit(None) {
-                        if stopped.load(std::sync::atomic::Ordering::SeqCst) {
-                            late.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                        }
-                        drop(ticket);
-                    }
-                }
-            }
-        });
-        gate.advance(Phase::Draining);
         gate.advance(Phase::Abandoning);
-        gate.idle().await;
-        stopped.store(true, std::sync::atomic::Ordering::SeqCst);
-        gate.advance(Phase::Finished);
-        admitting.join().unwrap();
-        assert_eq!(
-            admitted_late.load(std::sync::atomic::Ordering::SeqCst),
-            0,
-            "a call was admitted after the stop saw the gate idle"
+        let mut idle = gate.inner.idle.subscribe();
+        idle.mark_unchanged();
+        assert_eq!(gate.admit(None).unwrap_err(), Refusal::Abandoned);
+        assert!(
+            idle.has_changed().unwrap(),
+            "the refused call was counted first"
         );
+        assert!(*idle.borrow_and_update());
+        assert_eq!(gate.in_flight(), 0);
     }
 }
