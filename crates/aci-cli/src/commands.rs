@@ -12,7 +12,8 @@ use crate::app::{App, StoreSpec};
 use crate::config::Config;
 use crate::error::CliError;
 use crate::output::{out, outln};
-use crate::{Command, StoreArgs, http, mcp, pretty};
+use crate::server::ServeOptions;
+use crate::{Command, StoreArgs, http, pretty, stdio};
 
 /// Tool definition formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,17 +101,8 @@ pub(crate) async fn run(command: Command) -> Result<ExitCode, CliError> {
                 }
             };
             let app = App::build(&config, store.store.as_deref()).await?;
-            let options = mcp::ServeOptions {
-                drain: config.serve.drain_secs.map_or_else(
-                    || app.boundary.longest_timeout(),
-                    std::time::Duration::from_secs,
-                ),
-                recovery_age: config
-                    .serve
-                    .recover_older_than_secs
-                    .map_or_else(|| recovery_threshold(&app), std::time::Duration::from_secs),
-            };
-            mcp::serve(app, run_id, options).await?;
+            let options = ServeOptions::new(&config.serve, &app);
+            stdio::serve(app, run_id, options).await?;
             Ok(ExitCode::SUCCESS)
         }
     }

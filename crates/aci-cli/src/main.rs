@@ -8,9 +8,10 @@
 //! - `aci inspect` and `aci verify` read a run's journal from a shared store.
 //! - `aci recover` finalizes a run's calls left PROJECTING by a killed process.
 //! - `aci index` builds or updates the persistent knowledge index.
-//! - `aci serve` is an MCP server on stdio (it picks up changed knowledge
-//!   files without a restart); `aci serve --http ADDR` serves
-//!   MCP Streamable HTTP to many agents (and many replicas on one store).
+//! - `aci serve` is an MCP server on stdio; `aci serve --http ADDR` serves
+//!   the same MCP service over Streamable HTTP to many agents (and many
+//!   replicas on one store). Both pick up changed knowledge files without a
+//!   restart.
 //!
 //! With no configuration, everything runs on embedded defaults: the in-memory
 //! store, the bundled runbooks, the mock log source, and no MySQL data source.
@@ -22,9 +23,10 @@ mod error;
 mod http;
 mod index;
 mod knowledge_watch;
-mod mcp;
 mod output;
 mod pretty;
+mod server;
+mod stdio;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

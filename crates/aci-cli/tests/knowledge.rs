@@ -1,6 +1,7 @@
 //! The knowledge directory end to end: `aci index` builds the persistent
 //! index and prints what changed, a second process reuses it, and `aci serve`
-//! finds a file added while it runs, without a restart.
+//! (over stdio and over HTTP) finds a file added while it runs, without a
+//! restart.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -11,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::command::{aci, json, stderr, stdout};
-use support::files::{temp_dir, write_in};
+use support::contract::{McpClient, call, ids};
+use support::files::{temp_dir, unique, write_in};
+use support::http::replica::Replica;
 use support::stdio::RawSession;
 
 /// A knowledge directory, an index directory and a config naming both.
@@ -125,31 +128,53 @@ fn aci_index_without_a_knowledge_dir_is_a_config_error() {
     assert!(stderr(&out).contains("[knowledge] dir"), "{}", stderr(&out));
 }
 
-/// The `structuredContent` of a `lookup_knowledge` call of `query`.
-async fn lookup(session: &mut RawSession, id: u64, query: &str) -> Value {
-    session
-        .call(
+/// A server the watch scenario looks things up on: a stdio session, or an
+/// HTTP client in a run of its own.
+trait Lookup {
+    /// The `structuredContent` of `lookup_knowledge` call number `id` of
+    /// `query`.
+    async fn lookup(&mut self, id: u64, query: &str) -> Value;
+}
+
+impl Lookup for RawSession {
+    async fn lookup(&mut self, id: u64, query: &str) -> Value {
+        self.call(
             &json!(id),
             "lookup_knowledge",
             json!({"query": query}),
             None,
         )
         .await
+    }
+}
+
+/// An rmcp client over HTTP, calling in `run`.
+struct HttpLookup {
+    client: McpClient,
+    run: String,
+}
+
+impl Lookup for HttpLookup {
+    async fn lookup(&mut self, id: u64, query: &str) -> Value {
+        call(
+            &self.client,
+            "lookup_knowledge",
+            json!({"query": query}),
+            ids(&self.run, &format!("call_{id}")),
+        )
+        .await
+    }
 }
 
 /// A guard against a watcher that never fires, not a timing assertion.
 const WATCH_GUARD: Duration = Duration::from_secs(60);
 
-#[tokio::test(flavor = "multi_thread")]
-async fn aci_serve_finds_a_file_added_while_it_runs() {
-    let setup = Setup::new("serve");
-    setup.write(
-        "pool.md",
-        "# Pool\n\n## Symptoms\n\nThe pool is exhausted.\n",
-    );
-    let mut serve = RawSession::start(&["--config", setup.config()]).await;
+/// The server behind `server`, started on `setup`'s directory holding
+/// `pool.md`, finds a file added while it runs, without a restart, and
+/// still serves the one it had.
+async fn finds_a_file_added_while_it_runs(setup: &Setup, server: &mut impl Lookup) {
     assert_eq!(
-        lookup(&mut serve, 1, "warp core breach").await["evidence_status"],
+        server.lookup(1, "warp core breach").await["evidence_status"],
         "NO_EVIDENCE"
     );
     setup.write(
@@ -161,18 +186,52 @@ async fn aci_serve_finds_a_file_added_while_it_runs() {
     let started = Instant::now();
     while !found && started.elapsed() < WATCH_GUARD {
         id += 1;
-        found =
-            lookup(&mut serve, id, "warp core breach").await["evidence_status"] == "EVIDENCE_FOUND";
+        found = server.lookup(id, "warp core breach").await["evidence_status"] == "EVIDENCE_FOUND";
         if !found {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
     assert!(found, "the new file was never found");
-    let result = lookup(&mut serve, id + 1, "warp core breach").await;
+    let result = server.lookup(id + 1, "warp core breach").await;
     assert_eq!(result["evidence"][0]["document_id"], "nested/warp");
     // The old file is still served.
     assert_eq!(
-        lookup(&mut serve, id + 2, "pool exhausted").await["evidence_status"],
+        server.lookup(id + 2, "pool exhausted").await["evidence_status"],
         "EVIDENCE_FOUND"
+    );
+}
+
+/// `setup` with the file the watch scenario starts from.
+fn watch_setup(tag: &str) -> Setup {
+    let setup = Setup::new(tag);
+    setup.write(
+        "pool.md",
+        "# Pool\n\n## Symptoms\n\nThe pool is exhausted.\n",
+    );
+    setup
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn aci_serve_finds_a_file_added_while_it_runs() {
+    let setup = watch_setup("serve");
+    let mut serve = RawSession::start(&["--config", setup.config()]).await;
+    finds_a_file_added_while_it_runs(&setup, &mut serve).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn aci_serve_http_finds_a_file_added_while_it_runs() {
+    let setup = watch_setup("serve-http");
+    let replica = Replica::start(&setup.config, "memory", &["--insecure-no-auth"]).await;
+    let mut http = HttpLookup {
+        client: replica.client("/mcp", None).await,
+        run: unique("run-watch"),
+    };
+    finds_a_file_added_while_it_runs(&setup, &mut http).await;
+    http.client.cancel().await.unwrap();
+    let (status, stderr) = replica.stop().await;
+    assert!(status.success(), "{stderr}");
+    assert!(
+        stderr.contains("knowledge updated: 1 added"),
+        "the watcher said what it applied: {stderr}"
     );
 }

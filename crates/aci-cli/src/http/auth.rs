@@ -32,37 +32,13 @@ use sha2::{Digest, Sha256};
 use super::config::{AuthSection, JwtSection};
 use super::metrics::Metrics;
 use crate::error::CliError;
+use crate::server::Principal;
 
 /// The path of the OAuth Protected Resource Metadata document.
 pub(crate) const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 
 /// Longest principal accepted from a JWT's `sub`, in bytes.
 const MAX_PRINCIPAL_BYTES: usize = 256;
-
-/// Who an authenticated request comes from.
-#[derive(Clone, PartialEq, Eq)]
-pub(crate) struct Principal {
-    name: Arc<str>,
-    run_budget: Option<u32>,
-}
-
-impl Principal {
-    /// The principal's name: a static token's table name, or a JWT's `sub`.
-    pub(crate) fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The per-run tool call budget configured for this principal.
-    pub(crate) const fn run_budget(&self) -> Option<u32> {
-        self.run_budget
-    }
-}
-
-impl fmt::Debug for Principal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Principal").field(&self.name).finish()
-    }
-}
 
 /// Why a request was not authenticated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,10 +108,7 @@ impl Authenticator {
             })?;
             tokens.push(StaticToken {
                 digest,
-                principal: Principal {
-                    name: Arc::from(name.as_str()),
-                    run_budget: token.run_budget,
-                },
+                principal: Principal::new(name, token.run_budget),
             });
         }
         let jwt = section.jwt.as_ref().map(JwtVerifier::load).transpose()?;
@@ -230,10 +203,7 @@ impl JwtVerifier {
             {
                 return Err(AuthFailure::Invalid);
             }
-            return Ok(Principal {
-                name: Arc::from(sub),
-                run_budget: None,
-            });
+            return Ok(Principal::new(&sub, None));
         }
         Err(AuthFailure::Invalid)
     }

@@ -19,6 +19,9 @@ use tracing_subscriber::filter;
 use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
+use crate::server::CallObserver;
+use crate::server::service::Answer;
+
 /// Latency buckets, in seconds: 1 ms to 60 s.
 const BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
@@ -115,16 +118,6 @@ impl Metrics {
         }
     }
 
-    /// One more call running.
-    pub(crate) fn call_started(&self) {
-        self.in_flight.inc();
-    }
-
-    /// One call fewer running.
-    pub(crate) fn call_ended(&self) {
-        self.in_flight.dec();
-    }
-
     /// A readiness check found the store unavailable.
     pub(crate) fn store_error(&self) {
         self.store_errors.inc();
@@ -140,12 +133,27 @@ impl Metrics {
         self.body_too_large.inc();
     }
 
-    /// The Prometheus text exposition of every metric.
-    pub(crate) fn render(&self) -> String {
+    /// The Prometheus text exposition of every metric, with `in_flight`
+    /// calls running now (the server's gate counts them).
+    pub(crate) fn render(&self, in_flight: usize) -> String {
+        self.in_flight
+            .set(i64::try_from(in_flight).unwrap_or(i64::MAX));
         let mut buffer = Vec::new();
         // Encoding gathered families into memory does not fail.
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buffer);
         String::from_utf8(buffer).unwrap_or_default()
+    }
+}
+
+impl CallObserver for Metrics {
+    fn answered(&self, tool: &str, answer: &Answer, elapsed: Duration) {
+        self.call(
+            tool,
+            answer.status,
+            answer.evidence_status,
+            answer.code,
+            elapsed,
+        );
     }
 }
 
@@ -270,12 +278,13 @@ mod tests {
             Some(ErrorCode::UnknownTool),
             Duration::from_millis(1),
         );
-        let text = metrics.render();
+        let text = metrics.render(2);
         assert!(text.contains(
             "aci_calls_total{code=\"\",evidence_status=\"NO_EVIDENCE\",status=\"READY\",tool=\"query_logs\"} 1"
         ), "{text}");
         assert!(text.contains("tool=\"other\""), "{text}");
         assert!(!text.contains("secret"), "{text}");
         assert!(text.contains("aci_call_duration_seconds_bucket"), "{text}");
+        assert!(text.contains("\naci_calls_in_flight 2\n"), "{text}");
     }
 }

@@ -16,6 +16,7 @@ use serde_json::json;
 
 use super::auth::{METADATA_PATH, origin};
 use super::metrics::Metrics;
+use crate::server::CallGate;
 
 /// How long `/readyz` waits for the store.
 const READY_TIMEOUT: Duration = Duration::from_secs(2);
@@ -24,6 +25,8 @@ const READY_TIMEOUT: Duration = Duration::from_secs(2);
 #[derive(Debug)]
 pub(crate) struct OpsState {
     pub(crate) store: Arc<dyn InvocationStore>,
+    /// The server's gate: the calls in flight.
+    pub(crate) gate: CallGate,
     pub(crate) metrics: Arc<Metrics>,
     /// The configured public URL of the MCP endpoint.
     pub(crate) resource: Option<String>,
@@ -73,7 +76,7 @@ async fn metrics(State(state): State<Arc<OpsState>>) -> Response {
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        state.metrics.render(),
+        state.metrics.render(state.gate.in_flight()),
     )
         .into_response()
 }

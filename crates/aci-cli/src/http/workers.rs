@@ -45,7 +45,7 @@ use axum::serve::{IncomingStream, Listener};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{mpsc, watch};
 
-use super::handler::Connection;
+use crate::server::McpSession;
 
 /// A connection's socket on its way to a worker, counted open there.
 struct Handoff {
@@ -109,7 +109,7 @@ impl Workers {
             let listener = WorkerListener { incoming, local };
             let service = router
                 .clone()
-                .into_make_service_with_connect_info::<Connection>();
+                .into_make_service_with_connect_info::<McpSession>();
             let mut stopping = stop.subscribe();
             let mut exiting = exit.subscribe();
             let served_tx = served_tx.clone();
@@ -245,9 +245,11 @@ impl Listener for WorkerListener {
     }
 }
 
-impl axum::extract::connect_info::Connected<IncomingStream<'_, WorkerListener>> for Connection {
+/// A connection's MCP session, named once per connection: the session of a
+/// stateless client that declares none.
+impl axum::extract::connect_info::Connected<IncomingStream<'_, WorkerListener>> for McpSession {
     fn connect_info(_stream: IncomingStream<'_, WorkerListener>) -> Self {
-        Self::fresh()
+        Self::connection()
     }
 }
 

@@ -40,9 +40,10 @@ use rmcp::service::TxJsonRpcMessage;
 use rmcp::transport::Transport;
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
-use super::shutdown::{CallGate, CallTicket, Phase};
+use super::scan::{is_id, scan_id};
+use crate::server::{CallGate, CallTicket, Phase};
 
 /// Longest line read (rmcp's own cap): a longer one is answered `-32600`
 /// and skipped without being held in memory.
@@ -66,9 +67,9 @@ const STOPPING: i64 = -32_000;
 pub(crate) struct NonObjectArguments(pub(crate) String);
 
 /// A `tools/call` admitted by the transport when it read the request, before
-/// the end of input it may read right after: the handler takes this ticket
+/// the end of input it may read right after: the service takes this ticket
 /// instead of asking the gate again, so a call the client sent before it
-/// closed its input is run, never refused as "stopping".
+/// closed its input is run, never refused.
 #[derive(Debug, Clone)]
 pub(crate) struct AdmittedCall(Arc<Mutex<Option<CallTicket>>>);
 
@@ -152,13 +153,15 @@ pub(crate) struct LineTransport<R> {
     in_flight: Arc<Mutex<HashSet<String>>>,
     gate: CallGate,
     input_done: bool,
+    /// Set at the end of input.
+    input_closed: watch::Sender<bool>,
 }
 
 impl<R: AsyncRead + Unpin + Send> LineTransport<R> {
-    /// A transport reading `input`, writing through `writer`, stopping with
-    /// `gate`: at end of input it tells the gate and waits until the gate is
-    /// [`Phase::Finished`] before it ends the session, so that running calls
-    /// can still answer.
+    /// A transport reading `input`, writing through `writer`, admitting calls
+    /// through `gate`: at end of input it says so ([`Self::input_closed`]) and
+    /// waits until the gate is [`Phase::Finished`] before it ends the
+    /// session, so that running calls can still answer.
     pub(crate) fn new(input: R, writer: LineWriter, gate: CallGate) -> Self {
         Self {
             reader: LineReader::new(input, MAX_LINE_BYTES),
@@ -167,7 +170,13 @@ impl<R: AsyncRead + Unpin + Send> LineTransport<R> {
             in_flight: Arc::new(Mutex::new(HashSet::new())),
             gate,
             input_done: false,
+            input_closed: watch::Sender::new(false),
         }
+    }
+
+    /// Becomes `true` once the client closed its input (end of file).
+    pub(crate) fn input_closed(&self) -> watch::Receiver<bool> {
+        self.input_closed.subscribe()
     }
 
     fn in_flight(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
@@ -285,7 +294,7 @@ impl<R: AsyncRead + Unpin + Send> LineTransport<R> {
         if let JsonRpcMessage::Request(request) = &mut message
             && matches!(request.request, ClientRequest::CallToolRequest(_))
         {
-            let Some(ticket) = self.gate.admit() else {
+            let Ok(ticket) = self.gate.admit_while_accepting(None) else {
                 self.in_flight().remove(&id.to_string());
                 return Handled::Reply(error_line(Some(id), STOPPING, "the server is stopping"));
             };
@@ -329,11 +338,6 @@ fn take_non_object_arguments(object: &mut Map<String, Value>) -> Option<NonObjec
     }
     let arguments = params.remove("arguments")?;
     Some(NonObjectArguments(arguments.to_string()))
-}
-
-/// A JSON-RPC id: a string or a number.
-fn is_id(value: &Value) -> bool {
-    value.is_string() || value.is_number()
 }
 
 /// One error response line. Only constant text and the id: nothing else of
@@ -420,7 +424,7 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for LineTransp
                 LineRead::End => {
                     tracing::info!("input closed");
                     self.input_done = true;
-                    self.gate.close_input();
+                    self.input_closed.send_replace(true);
                 }
             }
         }
@@ -517,175 +521,14 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
     }
 }
 
-/// The top-level `"id"` of a JSON object text that may be cut short or broken
-/// further on: found only when the object's members up to and including the
-/// id are well formed and the id is a string or a number.
-pub(crate) fn scan_id(text: &[u8]) -> Option<Value> {
-    let mut scanner = Scanner { text, at: 0 };
-    scanner.space();
-    scanner.expect(b'{')?;
-    loop {
-        scanner.space();
-        let key_start = scanner.at;
-        scanner.string()?;
-        let key: String = serde_json::from_slice(&text[key_start..scanner.at]).ok()?;
-        scanner.space();
-        scanner.expect(b':')?;
-        scanner.space();
-        let value_start = scanner.at;
-        if key == "id" {
-            match text.get(scanner.at)? {
-                b'"' => scanner.string()?,
-                b'-' | b'0'..=b'9' => scanner.number()?,
-                _ => return None,
-            }
-            let id: Value = serde_json::from_slice(&text[value_start..scanner.at]).ok()?;
-            return is_id(&id).then_some(id);
-        }
-        scanner.value()?;
-        // Well formed, or the id that follows cannot be trusted.
-        serde_json::from_slice::<Value>(&text[value_start..scanner.at]).ok()?;
-        scanner.space();
-        match text.get(scanner.at)? {
-            b',' => scanner.at += 1,
-            _ => return None,
-        }
-    }
-}
-
-/// Just enough of a JSON tokenizer to step over values.
-struct Scanner<'a> {
-    text: &'a [u8],
-    at: usize,
-}
-
-impl Scanner<'_> {
-    fn space(&mut self) {
-        while self
-            .text
-            .get(self.at)
-            .is_some_and(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
-        {
-            self.at += 1;
-        }
-    }
-
-    fn expect(&mut self, byte: u8) -> Option<()> {
-        (self.text.get(self.at) == Some(&byte)).then(|| self.at += 1)
-    }
-
-    /// Steps over a string, quotes included.
-    fn string(&mut self) -> Option<()> {
-        self.expect(b'"')?;
-        loop {
-            match self.text.get(self.at)? {
-                b'"' => {
-                    self.at += 1;
-                    return Some(());
-                }
-                b'\\' => self.at += 2,
-                _ => self.at += 1,
-            }
-        }
-    }
-
-    fn number(&mut self) -> Option<()> {
-        let start = self.at;
-        while self
-            .text
-            .get(self.at)
-            .is_some_and(|b| matches!(b, b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9'))
-        {
-            self.at += 1;
-        }
-        // A number that runs to the end of the text may be cut short.
-        (self.at > start && self.at < self.text.len()).then_some(())
-    }
-
-    /// Steps over any value (nested ones by bracket depth); the caller checks
-    /// that it is well formed.
-    fn value(&mut self) -> Option<()> {
-        match self.text.get(self.at)? {
-            b'"' => self.string(),
-            b'{' | b'[' => {
-                let mut depth = 0_usize;
-                loop {
-                    match self.text.get(self.at)? {
-                        b'"' => {
-                            self.string()?;
-                            continue;
-                        }
-                        b'{' | b'[' => depth += 1,
-                        b'}' | b']' => {
-                            depth -= 1;
-                            if depth == 0 {
-                                self.at += 1;
-                                return Some(());
-                            }
-                        }
-                        _ => {}
-                    }
-                    self.at += 1;
-                }
-            }
-            _ => {
-                let start = self.at;
-                while self.text.get(self.at).is_some_and(|b| {
-                    !matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
-                }) {
-                    self.at += 1;
-                }
-                // true, false, null or a number, exactly.
-                serde_json::from_slice::<Value>(self.text.get(start..self.at)?)
-                    .ok()
-                    .map(|_| ())
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ids_are_found_before_the_damage() {
-        assert_eq!(
-            scan_id(br#"{"jsonrpc":"2.0","id":7,"method":"x","params":{"a":"\ud800"}}"#),
-            Some(json!(7))
-        );
-        assert_eq!(scan_id(br#" { "id" : "req-1" , "#), Some(json!("req-1")));
-        assert_eq!(
-            scan_id(br#"{"jsonrpc":"2.0","params":{"a":[1,{"b":"}"}]},"id":"x\"y","method""#),
-            Some(json!("x\"y"))
-        );
-        // Cut inside the id, after the damage, or not an id at all.
-        assert_eq!(scan_id(br#"{"jsonrpc":"2.0","id":12"#), None);
-        assert_eq!(scan_id(br#"{"jsonrpc":"2.0","id":"ab"#), None);
-        assert_eq!(scan_id(br#"{"jsonrpc":2.0.0,"id":1}"#), None);
-        assert_eq!(
-            scan_id(br#"{"a":true,"b":null,"c":-1.5e3,"id":1}"#),
-            Some(json!(1))
-        );
-        assert_eq!(scan_id(br#"{"params":{"a":[1,2},"id":1}"#), None);
-        assert_eq!(scan_id(b"{\"params\":{\"a\":\xff},\"id\":1}"), None);
-        assert_eq!(scan_id(br#"{"params":"\ud800","id":1}"#), None);
-        let deep = format!(
-            r#"{{"params":{}{},"id":1}}"#,
-            "[".repeat(200),
-            "]".repeat(200)
-        );
-        assert_eq!(scan_id(deep.as_bytes()), None);
-        assert_eq!(scan_id(br#"{"id":null}"#), None);
-        assert_eq!(scan_id(br#"{"id":{"a":1}}"#), None);
-        assert_eq!(scan_id(br#"[{"id":1}]"#), None);
-        assert_eq!(scan_id(b"\xff\xfe"), None);
-        assert_eq!(scan_id(b""), None);
-    }
+    use crate::server::GateLimits;
 
     #[tokio::test]
     async fn a_call_read_before_the_stop_is_admitted_when_read() {
-        let gate = CallGate::new();
+        let gate = CallGate::new(GateLimits::UNBOUNDED);
         let (writer, _task) = LineWriter::spawn(tokio::io::sink());
         let transport = LineTransport::new(&b""[..], writer, gate.clone());
         let line = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"query_logs","arguments":{}}}"#;
@@ -695,7 +538,13 @@ mod tests {
         // The end of input right after it: the server stops taking calls
         // before its handler ran.
         gate.advance(Phase::Draining);
-        assert!(gate.admit().is_none(), "a new call is refused");
+        let late = br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"query_logs","arguments":{}}}"#;
+        let Handled::Reply(reply) = transport.handle(late) else {
+            panic!("a call read after the stop was delivered");
+        };
+        let reply: Value = serde_json::from_slice(&reply).unwrap();
+        assert_eq!(reply["error"]["code"], STOPPING, "a new call is refused");
+        assert_eq!(reply["id"], 2);
         assert_eq!(gate.in_flight(), 1, "the call read before is counted");
         let JsonRpcMessage::Request(request) = *message else {
             panic!("not a request");

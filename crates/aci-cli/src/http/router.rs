@@ -1,0 +1,157 @@
+//! The router of `aci serve --http`: the MCP service behind `/mcp` and
+//! `/runs/<run_id>/mcp` inside its tower layers, the operations endpoints
+//! beside it, and the facts of a request the service reads ([`HttpFacts`]).
+//!
+//! The MCP transport is rmcp's Streamable HTTP server in stateless mode (no
+//! `Mcp-Session-Id` is issued; every request is served on its own), so any
+//! replica answers any request. The layers, outermost first:
+//!
+//! 1. bearer authentication ([`auth`](super::auth)): 401 before anything
+//!    else is read; the principal goes into the request;
+//! 2. the request body limit: `max_request_bytes` plus [`ENVELOPE_BYTES`]
+//!    for the JSON-RPC envelope, 413 without reading a larger body whole;
+//! 3. the run of a `/runs/<run_id>/mcp` URL, put in the request.
+
+use std::sync::{Arc, LazyLock};
+
+use axum::Router;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use tower_http::limit::RequestBodyLimitLayer;
+
+use tokio_util::sync::CancellationToken;
+
+use super::auth::{AuthLayerState, Authenticator, require_bearer};
+use super::metrics::Metrics;
+use super::ops::{self, OpsState};
+use crate::config::Config;
+use crate::server::{McpSession, Principal, RequestFacts, Server, TransportFacts};
+
+/// Bytes allowed in a request body beyond `max_request_bytes`: the JSON-RPC
+/// envelope, the tool name and `_meta`.
+pub(crate) const ENVELOPE_BYTES: usize = 64 * 1024;
+
+/// The header that carries the framework's tool call id.
+const HEADER_TOOL_CALL_ID: &str = "aci-tool-call-id";
+/// The header that carries the run id.
+const HEADER_RUN_ID: &str = "aci-run-id";
+/// The MCP session header.
+const HEADER_SESSION_ID: &str = "mcp-session-id";
+
+/// The run of a `/runs/<run_id>/mcp` URL, put in the request by the router.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PathRun(String);
+
+/// The MCP routes of `server`'s service in their layers, the operations
+/// endpoints beside them; and the token that cancels rmcp's requests still
+/// open once calls were abandoned.
+pub(crate) fn routes(
+    server: &Server,
+    config: &Config,
+    authenticator: Option<Authenticator>,
+    metrics: Arc<Metrics>,
+) -> (Router, CancellationToken) {
+    let boundary = &server.app().boundary;
+    let body_limit = boundary
+        .limits()
+        .max_request_bytes
+        .saturating_add(ENVELOPE_BYTES);
+    let mut mcp_config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_sse_keep_alive(None)
+        .with_max_request_body_bytes(body_limit);
+    if let Some(hosts) = &config.serve.allowed_hosts {
+        mcp_config = mcp_config.with_allowed_hosts(hosts.clone());
+    }
+    let cancel = mcp_config.cancellation_token.clone();
+    let service = server.service().clone();
+    let mcp = StreamableHttpService::new(
+        move || Ok(service.clone()),
+        Arc::new(NeverSessionManager::default()),
+        mcp_config,
+    );
+    let auth = Arc::new(AuthLayerState {
+        authenticator,
+        resource: config.auth.resource.clone(),
+        metrics: Arc::clone(&metrics),
+    });
+    let ops = ops::routes(Arc::new(OpsState {
+        store: Arc::clone(boundary.store()),
+        gate: server.gate().clone(),
+        metrics: Arc::clone(&metrics),
+        resource: config.auth.resource.clone(),
+        issuer: config.auth.jwt.as_ref().map(|j| j.issuer.clone()),
+    }));
+    let mcp_routes = Router::new()
+        .route_service("/mcp", mcp.clone())
+        .route_service("/runs/{run_id}/mcp", mcp)
+        .layer(middleware::from_fn(path_run))
+        .layer(RequestBodyLimitLayer::new(body_limit))
+        .layer(middleware::map_response_with_state(
+            metrics,
+            count_too_large,
+        ))
+        .layer(middleware::from_fn_with_state(auth, require_bearer));
+    (mcp_routes.merge(ops), cancel)
+}
+
+/// Puts the run of a `/runs/<run_id>/mcp` URL into the request.
+async fn path_run(mut request: Request, next: Next) -> Response {
+    if let Some(run) = request
+        .uri()
+        .path()
+        .strip_prefix("/runs/")
+        .and_then(|rest| rest.strip_suffix("/mcp"))
+    {
+        let run = PathRun(run.to_owned());
+        request.extensions_mut().insert(run);
+    }
+    next.run(request).await
+}
+
+async fn count_too_large(State(metrics): State<Arc<Metrics>>, response: Response) -> Response {
+    if response.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        metrics.body_too_large();
+    }
+    response
+}
+
+/// The facts of an HTTP request, from the request parts rmcp puts in the
+/// context: the id headers, the declared session, the URL's run, the TCP
+/// connection and the authenticated principal.
+#[derive(Debug)]
+pub(crate) struct HttpFacts;
+
+impl RequestFacts for HttpFacts {
+    fn read<'a>(&'a self, context: &'a RequestContext<RoleServer>) -> TransportFacts<'a> {
+        /// The session of a request whose connection is not known (every
+        /// served connection is).
+        static UNKNOWN_CONNECTION: LazyLock<McpSession> =
+            LazyLock::new(|| McpSession::new("http").unwrap_or_else(McpSession::connection));
+        let Some(parts) = context.extensions.get::<Parts>() else {
+            return TransportFacts::in_session(&UNKNOWN_CONNECTION);
+        };
+        let headers = &parts.headers;
+        // A header that is not visible ASCII is no id at all (empty text).
+        let id_header = |name| headers.get(name).map(|v| v.to_str().unwrap_or_default());
+        TransportFacts {
+            session: parts
+                .extensions
+                .get::<ConnectInfo<McpSession>>()
+                .map_or(&*UNKNOWN_CONNECTION, |connection| &connection.0),
+            declared_session: headers.get(HEADER_SESSION_ID).and_then(|v| v.to_str().ok()),
+            tool_call_id_header: id_header(HEADER_TOOL_CALL_ID),
+            run_id_header: id_header(HEADER_RUN_ID),
+            path_run: parts.extensions.get::<PathRun>().map(|run| run.0.as_str()),
+            principal: parts.extensions.get::<Principal>(),
+            ..TransportFacts::in_session(&UNKNOWN_CONNECTION)
+        }
+    }
+}
