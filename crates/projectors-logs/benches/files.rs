@@ -188,6 +188,7 @@ fn main() {
                 time_key: None,
                 level_key: None,
                 message_key: None,
+                pattern: None,
                 timestamp: None,
                 time_zone: None,
             },
