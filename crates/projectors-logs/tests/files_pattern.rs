@@ -347,7 +347,7 @@ fn hostile_input_is_counted_never_fatal() {
             let mut round = 0_u64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 round += 1;
-                if round % 3 == 0 {
+                if round.is_multiple_of(3) {
                     std::fs::OpenOptions::new()
                         .write(true)
                         .open(&path)
@@ -595,6 +595,39 @@ fn pattern_configurations_are_checked() {
         Timestamp::parse("2026-12-01T14:00:00Z").unwrap()
     );
     assert_eq!(parsed.events[0].level, "WARN");
+}
+
+/// The README's `[logs]` example (every key, `pattern` among them) is a
+/// configuration the source accepts, and its pattern reads Spring Boot's line.
+#[test]
+fn the_readme_logs_example_compiles() {
+    #[derive(serde::Deserialize)]
+    struct Example {
+        logs: LogsConfig,
+    }
+    let readme = include_str!("../../../README.md");
+    let block = readme
+        .split("```toml")
+        .skip(1)
+        .filter_map(|b| b.split("```").next())
+        .find(|b| b.contains("[logs]"))
+        .expect("a TOML block with [logs]");
+    let example: Example = toml::from_str(block).unwrap();
+    let section = &example.logs.topics[&LogTopic::Application];
+    assert_eq!(section.format, LogFormat::Pattern);
+    FileLogSource::new(&example.logs).unwrap();
+    let parsed = parse_text(
+        section,
+        b"2026-12-01T14:00:00.123+01:00 ERROR 4242 --- [nio-8080-exec-1] c.e.order.PaymentClient                  : Payment call failed\n\tat x.Y.z(Y.java:1)",
+        Timestamp::from_unix_millis(NOW_MILLIS),
+    )
+    .unwrap();
+    assert_eq!(parsed.events.len(), 1);
+    assert_eq!(parsed.events[0].level, "ERROR");
+    assert_eq!(
+        parsed.events[0].message,
+        "Payment call failed\n\tat x.Y.z(Y.java:1)"
+    );
 }
 
 mod properties {

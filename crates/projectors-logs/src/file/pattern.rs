@@ -586,7 +586,16 @@ mod tests {
     #[test]
     fn presets_read_their_writers_lines() {
         let reference = at("2026-12-01T15:00:00Z");
-        let cases: [(&str, &str, &str, &str, &str, &[(&str, &str)]); 7] = [
+        // (preset, line, time, level, message, fields)
+        type Case = (
+            &'static str,
+            &'static str,
+            &'static str,
+            &'static str,
+            &'static str,
+            &'static [(&'static str, &'static str)],
+        );
+        let cases: [Case; 7] = [
             (
                 "spring_boot",
                 "2026-12-01T14:00:00.123+01:00 ERROR 4242 --- [nio-8080-exec-1] c.e.order.PaymentClient                  : Payment call failed",

@@ -131,7 +131,7 @@ fn postgresql_reports_are_one_event_each() {
     let cluster = Cluster::start();
     let log = cluster.log();
     let section = topic(
-        &log.parent().unwrap().to_owned(),
+        log.parent().unwrap(),
         "postgresql.log*",
         LogFormat::Postgresql,
     );
