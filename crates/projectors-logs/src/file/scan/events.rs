@@ -53,6 +53,7 @@ impl Search<'_> {
             file,
             open: Assembler::new(),
             ordered: true,
+            walked: Vec::new(),
         };
         let prefilter = self.matcher.prefilter();
         read_chunks(
@@ -91,6 +92,9 @@ struct Run<'a, 's> {
     /// The event open across runs of lines.
     open: Assembler,
     ordered: bool,
+    /// Kinds of the lines walked back over from a hit (offset, kind),
+    /// reused when they are fed.
+    walked: Vec<(usize, LineKind)>,
 }
 
 impl Run<'_, '_> {
@@ -121,6 +125,7 @@ impl Run<'_, '_> {
             let hit_at = pos + hit.start();
             let line = memrchr(b'\n', &chunk[pos..hit_at]).map_or(pos, |i| pos + i + 1);
             let mut start = line;
+            self.walked.clear();
             while start > pos && !self.certainly_starts(chunk, start) {
                 start = line_before(chunk, start);
             }
@@ -146,8 +151,15 @@ impl Run<'_, '_> {
         stats: &mut ScanStats,
     ) -> usize {
         let mut local = Assembler::new();
+        // The kinds seen walking back, oldest first.
+        let mut walked = std::mem::take(&mut self.walked);
+        walked.reverse();
+        let mut known = walked.iter().peekable();
         for (line, at) in Lines::new(&chunk[..last], start) {
-            let kind = self.parser.kind(line);
+            let kind = match known.next_if(|(offset, _)| *offset <= at) {
+                Some(&(offset, kind)) if offset == at => kind,
+                _ => self.parser.kind(line),
+            };
             let pushed = local.push(
                 self.parser,
                 line,
@@ -160,6 +172,7 @@ impl Run<'_, '_> {
                 && at > hit_line
             {
                 self.keep(done, stats);
+                self.walked = walked;
                 return at;
             }
             // An event ended before the hit's line: it has no hit.
@@ -167,12 +180,13 @@ impl Run<'_, '_> {
         if let Some(done) = local.finish() {
             self.keep(done, stats);
         }
+        self.walked = walked;
         last
     }
 
     /// The start of the last line at or after `first` that starts an event
     /// whatever came before it; `first` when there is none.
-    fn last_certain_start(&self, chunk: &[u8], first: usize) -> usize {
+    fn last_certain_start(&mut self, chunk: &[u8], first: usize) -> usize {
         let Some(mut at) = last_line_start(chunk) else {
             return first;
         };
@@ -182,9 +196,11 @@ impl Run<'_, '_> {
         at.max(first)
     }
 
-    /// Whether the line at `at` starts an event whatever came before it.
-    fn certainly_starts(&self, chunk: &[u8], at: usize) -> bool {
+    /// Whether the line at `at` starts an event whatever came before it
+    /// (its kind is remembered for [`event_holding`](Self::event_holding)).
+    fn certainly_starts(&mut self, chunk: &[u8], at: usize) -> bool {
         let kind = self.parser.kind(line_at(chunk, at));
+        self.walked.push((at, kind));
         let before = if self.parser.needs_line_before() {
             (at > 0).then(|| self.parser.kind(line_at(chunk, line_before(chunk, at))))
         } else {
