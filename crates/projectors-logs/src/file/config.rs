@@ -71,7 +71,8 @@ pub struct TopicConfig {
     #[serde(default)]
     pub timestamp: Option<String>,
     /// The zone of times written without an offset (layouts without `%z`,
-    /// RFC 3164 syslog, MariaDB's `# Time: YYMMDD`): `UTC` (the default),
+    /// RFC 3164 syslog, MariaDB's `# Time: YYMMDD`, the presets' local
+    /// times such as nginx's and Redis'): `UTC` (the default),
     /// `±HH:MM`, or an IANA zone name (`Europe/Berlin`, `America/New_York`;
     /// the tz database is compiled in). In a named zone, a local time in the
     /// repeated hour of a fall-back change is the earlier instant, and one in
