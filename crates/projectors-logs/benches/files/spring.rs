@@ -278,4 +278,21 @@ pub(super) fn run(mib: u64) {
         "  full scan pattern (the same regex) {pattern_time:.2?}: pattern / json_lines = {:.2} (goal <= 2)",
         pattern_time.as_secs_f64() / json_time.as_secs_f64()
     );
+    // For a profiler: the full spring_boot scan, repeated.
+    let repeat: u32 = std::env::var("ACI_BENCH_LOG_REPEAT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    if repeat > 0 {
+        let source = source(topic(dir.path(), "app.log", LogFormat::SpringBoot, None))
+            .with_seek_threshold(u64::MAX);
+        let started = Instant::now();
+        for _ in 0..repeat {
+            source.query_blocking(&everything).unwrap();
+        }
+        println!(
+            "  {repeat} more full spring_boot scans: {:.2?} each",
+            started.elapsed() / repeat
+        );
+    }
 }

@@ -344,11 +344,10 @@ pub fn parse_text(section: &TopicConfig, text: &[u8], reference: Timestamp) -> R
             }
             done.extend(assembler.finish());
             for event in done {
-                let head = String::from_utf8_lossy(&event.head);
-                match parser.head(&head, reference) {
+                match parser.head(&event.head, reference) {
                     Some(parsed_head) => {
                         parsed.continuation_lines_dropped += event.tail.dropped_lines;
-                        let message = event.tail.message(parsed_head.message());
+                        let message = event.tail.message(&parsed_head.message());
                         parsed
                             .events
                             .push(parsed_head.into_event(message, &event.tail));

@@ -18,7 +18,7 @@
 use std::borrow::Cow;
 
 use aci_contracts::Timestamp;
-use regex::{CaptureLocations, Regex, RegexBuilder};
+use regex::bytes::{CaptureLocations, Regex, RegexBuilder};
 use serde_json::Value;
 
 use super::formats::{Escapes, Fields};
@@ -199,6 +199,11 @@ pub(crate) struct EventParser {
     time: HeadTime,
     levels: Levels,
     join: Join,
+    /// A preset: compiled without Unicode classes (ASCII `\d`, `\s`; any
+    /// byte for `.` and negated classes) and matched on the raw bytes. A
+    /// custom pattern keeps the `regex` crate's Unicode meaning and is
+    /// matched on the line's text (invalid UTF-8 replaced).
+    raw: bool,
 }
 
 impl PartialEq for EventParser {
@@ -228,6 +233,7 @@ impl EventParser {
             Levels::AsWritten,
             Join::None,
             &[],
+            false,
         )
     }
 
@@ -239,6 +245,7 @@ impl EventParser {
             preset.levels,
             preset.join,
             preset.consumed,
+            true,
         ) {
             Ok(parser) => parser,
             // The presets are constants, compiled by the tests.
@@ -252,15 +259,17 @@ impl EventParser {
         levels: Levels,
         join: Join,
         consumed: &[&str],
+        raw: bool,
     ) -> Result<Self, &'static str> {
         let regex = RegexBuilder::new(pattern)
+            .unicode(!raw)
             .size_limit(PATTERN_SIZE_LIMIT)
             .build()
             .map_err(|_| "pattern is not a valid regular expression (the regex crate's syntax)")?;
         let group = |name: &str| regex.capture_names().position(|n| n == Some(name));
         let timestamp = group("timestamp").ok_or("pattern has no named group `timestamp`")?;
         let message = group("message").ok_or("pattern has no named group `message`")?;
-        if regex.is_match("") {
+        if regex.is_match(b"") {
             return Err("pattern matches an empty line (every line would start an event)");
         }
         let level = group("level");
@@ -289,7 +298,20 @@ impl EventParser {
             time,
             levels,
             join,
+            raw,
         })
+    }
+
+    /// The bytes the pattern is matched on: the line itself for a preset,
+    /// its text (invalid UTF-8 replaced) for a custom pattern.
+    fn subject<'l>(&self, line: &'l [u8]) -> Cow<'l, [u8]> {
+        if self.raw {
+            return Cow::Borrowed(line);
+        }
+        match String::from_utf8_lossy(line) {
+            Cow::Borrowed(text) => Cow::Borrowed(text.as_bytes()),
+            Cow::Owned(text) => Cow::Owned(text.into_bytes()),
+        }
     }
 
     /// How the message may be written differently in the file (for the
@@ -306,7 +328,7 @@ impl EventParser {
         if line.is_empty() {
             return LineKind::Blank;
         }
-        let text = String::from_utf8_lossy(line);
+        let text = self.subject(line);
         if self.join == Join::None {
             return if self.regex.is_match(&text) {
                 LineKind::Head {
@@ -324,11 +346,14 @@ impl EventParser {
         let group = |i: Option<usize>| i.and_then(|i| locs.get(i)).map(|(s, e)| &text[s..e]);
         match self.join {
             Join::Secondary => {
-                let key = group(self.key).and_then(|p| p.parse().ok()).unwrap_or(0);
+                let key = group(self.key)
+                    .and_then(|p| std::str::from_utf8(p).ok())
+                    .and_then(|p| p.parse().ok())
+                    .unwrap_or(0);
                 let secondary = group(self.level).is_some_and(|severity| {
                     matches!(
                         severity,
-                        "DETAIL" | "HINT" | "CONTEXT" | "STATEMENT" | "QUERY" | "LOCATION"
+                        b"DETAIL" | b"HINT" | b"CONTEXT" | b"STATEMENT" | b"QUERY" | b"LOCATION"
                     )
                 });
                 if secondary {
@@ -341,8 +366,8 @@ impl EventParser {
                 }
             }
             Join::Partial => LineKind::Head {
-                key: u64::from(group(self.key) == Some("stderr")),
-                partial: group(self.tag) == Some("P"),
+                key: u64::from(group(self.key) == Some(b"stderr".as_slice())),
+                partial: group(self.tag) == Some(b"P".as_slice()),
             },
             Join::None => LineKind::Other,
         }
@@ -387,27 +412,29 @@ impl EventParser {
         if !self.is_definite_start(kind, before) {
             return None;
         }
-        let text = String::from_utf8_lossy(line);
-        self.head(&text, reference).map(|head| head.timestamp)
+        self.head(line, reference).map(|head| head.timestamp)
     }
 
     /// The text a line adds to the event it joins: the whole line, but for
     /// a PostgreSQL secondary line from its severity on, and for a CRI line
     /// completing a partial one its message alone.
     pub(crate) fn joined_text<'a>(&self, line: &'a [u8], kind: LineKind) -> Cow<'a, str> {
-        let text = String::from_utf8_lossy(line);
         let from = match kind {
             LineKind::Other | LineKind::Blank => None,
             LineKind::Secondary { .. } => self.level,
             LineKind::Head { .. } => Some(self.message),
         };
-        let Some(group) = from else { return text };
+        let Some(group) = from else {
+            return String::from_utf8_lossy(line);
+        };
+        let text = self.subject(line);
         let mut locs = self.regex.capture_locations();
-        if self.regex.captures_read(&mut locs, &text).is_none() {
-            return text;
-        }
-        let Some((start, end)) = locs.get(group) else {
-            return text;
+        let span = self
+            .regex
+            .captures_read(&mut locs, &text)
+            .and_then(|_| locs.get(group));
+        let Some((start, end)) = span else {
+            return String::from_utf8_lossy(line);
         };
         let end = if matches!(kind, LineKind::Secondary { .. }) {
             text.len()
@@ -415,18 +442,19 @@ impl EventParser {
             end
         };
         match text {
-            Cow::Borrowed(t) => Cow::Borrowed(&t[start..end]),
-            Cow::Owned(t) => Cow::Owned(t[start..end].to_owned()),
+            Cow::Borrowed(t) => String::from_utf8_lossy(&t[start..end]),
+            Cow::Owned(t) => Cow::Owned(String::from_utf8_lossy(&t[start..end]).into_owned()),
         }
     }
 
     /// Reads a head line: `None` when the pattern does not match it or its
     /// time does not parse (then the event is counted as unparsed).
-    pub(crate) fn head<'t>(&self, text: &'t str, reference: Timestamp) -> Option<Head<'t, '_>> {
+    pub(crate) fn head<'t>(&self, line: &'t [u8], reference: Timestamp) -> Option<Head<'t, '_>> {
+        let text = self.subject(line);
         let mut locs = self.regex.capture_locations();
-        self.regex.captures_read(&mut locs, text)?;
+        self.regex.captures_read(&mut locs, &text)?;
         let (start, end) = locs.get(self.timestamp)?;
-        let timestamp = self.time(&text[start..end], reference)?;
+        let timestamp = self.time(&String::from_utf8_lossy(&text[start..end]), reference)?;
         Some(Head {
             text,
             locs,
@@ -462,7 +490,7 @@ impl EventParser {
 
 /// A matched head line.
 pub(crate) struct Head<'t, 'p> {
-    text: &'t str,
+    text: Cow<'t, [u8]>,
     locs: CaptureLocations,
     /// Its time.
     pub(crate) timestamp: Timestamp,
@@ -470,18 +498,25 @@ pub(crate) struct Head<'t, 'p> {
 }
 
 impl Head<'_, '_> {
-    fn group(&self, index: usize) -> Option<&str> {
-        self.locs.get(index).map(|(s, e)| &self.text[s..e])
+    fn group(&self, index: usize) -> Option<Cow<'_, str>> {
+        self.locs
+            .get(index)
+            .map(|(s, e)| String::from_utf8_lossy(&self.text[s..e]))
     }
 
     /// The `message` group (empty when it did not take part in the match).
-    pub(crate) fn message(&self) -> &str {
-        self.group(self.parser.message).unwrap_or("")
+    pub(crate) fn message(&self) -> Cow<'_, str> {
+        self.group(self.parser.message).unwrap_or(Cow::Borrowed(""))
     }
 
     /// The level, named as the preset names it.
     fn level(&self) -> String {
-        let written = self.parser.level.and_then(|i| self.group(i)).unwrap_or("");
+        let written = self
+            .parser
+            .level
+            .and_then(|i| self.group(i))
+            .unwrap_or(Cow::Borrowed(""));
+        let written = written.as_ref();
         let named = match self.parser.levels {
             Levels::AsWritten => written,
             Levels::Postgres => match written {
@@ -523,7 +558,7 @@ impl Head<'_, '_> {
         let mut fields = Fields::new();
         for (index, name) in &self.parser.fields {
             if let Some(value) = self.group(*index) {
-                fields.insert(name, Value::String(value.to_owned()));
+                fields.insert(name, Value::String(value.into_owned()));
             }
         }
         if tail.dropped_lines > 0 {
@@ -663,9 +698,9 @@ mod tests {
                 matches!(parser.kind(line.as_bytes()), LineKind::Head { .. }),
                 "{name}"
             );
-            let head = parser.head(line, reference).expect(name);
+            let head = parser.head(line.as_bytes(), reference).expect(name);
             assert_eq!(head.timestamp, at(time), "{name}");
-            let message_text = head.message().to_owned();
+            let message_text = head.message().into_owned();
             let event = head.into_event(message_text, &Tail::default());
             assert_eq!(event.level, level, "{name}");
             assert_eq!(event.message, message, "{name}");
@@ -704,12 +739,13 @@ mod tests {
                 "2026-12-01T14:00:00.123Z",
             ),
         ] {
-            let head = spring.head(line, reference).expect(line);
+            let head = spring.head(line.as_bytes(), reference).expect(line);
             assert_eq!(head.timestamp, at(time), "{line}");
         }
         let head = spring
             .head(
-                "2026-12-01T14:00:00.123Z  WARN 7 --- [orders] [           main] o.s.Foo : slow",
+                "2026-12-01T14:00:00.123Z  WARN 7 --- [orders] [           main] o.s.Foo : slow"
+                    .as_bytes(),
                 reference,
             )
             .unwrap();
@@ -731,13 +767,13 @@ mod tests {
                 "2026-12-01T14:00:00.500Z",
             ),
         ] {
-            let head = pg.head(line, reference).expect(line);
+            let head = pg.head(line.as_bytes(), reference).expect(line);
             assert_eq!(head.timestamp, at(time), "{line}");
         }
         let mariadb = EventParser::preset(preset("mariadb_error").unwrap(), utc());
         let head = mariadb
             .head(
-                "261201 14:00:00 [ERROR] mysqld: Table 'x' is marked as crashed",
+                "261201 14:00:00 [ERROR] mysqld: Table 'x' is marked as crashed".as_bytes(),
                 reference,
             )
             .unwrap();
@@ -746,7 +782,10 @@ mod tests {
         let klog = EventParser::preset(preset("klog").unwrap(), utc());
         let new_year = at("2026-01-01T00:30:00Z");
         let head = klog
-            .head("W1231 23:59:00.000001       1 x.go:1] late", new_year)
+            .head(
+                "W1231 23:59:00.000001       1 x.go:1] late".as_bytes(),
+                new_year,
+            )
             .unwrap();
         assert_eq!(head.timestamp, at("2025-12-31T23:59:00Z"));
     }
@@ -775,7 +814,7 @@ mod tests {
         .unwrap();
         let head = custom
             .head(
-                "01.12.2026 14:00:00 <Fehler> [db] Verbindung verloren",
+                "01.12.2026 14:00:00 <Fehler> [db] Verbindung verloren".as_bytes(),
                 at("2026-12-01T15:00:00Z"),
             )
             .unwrap();
@@ -786,7 +825,10 @@ mod tests {
         // A matching line whose time does not parse is no head.
         assert!(
             custom
-                .head("99.99.2026 14:00:00 <x> [y] z", at("2026-12-01T15:00:00Z"))
+                .head(
+                    "99.99.2026 14:00:00 <x> [y] z".as_bytes(),
+                    at("2026-12-01T15:00:00Z")
+                )
                 .is_none()
         );
     }

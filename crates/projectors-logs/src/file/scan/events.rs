@@ -248,8 +248,7 @@ impl Run<'_, '_> {
             return;
         }
         let search = self.search;
-        let text = String::from_utf8_lossy(&event.head);
-        let Some(head) = self.parser.head(&text, search.query.end) else {
+        let Some(head) = self.parser.head(&event.head, search.query.end) else {
             stats.unparsed += 1;
             return;
         };
@@ -264,7 +263,7 @@ impl Run<'_, '_> {
         if !(search.query.start <= at && at <= search.query.end) {
             return;
         }
-        let message = event.tail.message(head.message());
+        let message = event.tail.message(&head.message());
         if !search.matcher.matches_with(&message, &event.found) {
             return;
         }
