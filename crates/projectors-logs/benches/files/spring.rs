@@ -211,6 +211,18 @@ pub(super) fn run(mib: u64) {
     }
     println!("  sequential read of the whole file (faster of 2 MiB / 256 KiB reads): {read:.2?}");
     let (query, matches) = best_of(3, &mut query_logs);
+    let window_query = LogQuery {
+        topic: LogTopic::Application,
+        query: WORD.to_owned(),
+        start: Timestamp::from_unix_millis(generated.last_ms - HOUR_MS),
+        end: Timestamp::from_unix_millis(generated.last_ms),
+    };
+    let (alone, (_, window_stats)) = best_of(3, || spring.query_blocking(&window_query).unwrap());
+    println!(
+        "  the source alone: {alone:.2?}, read {} KiB ({} files read whole)",
+        window_stats.bytes_read >> 10,
+        window_stats.files_full_scan
+    );
     let end_ms = generated.last_ms;
     let from = generated
         .starts

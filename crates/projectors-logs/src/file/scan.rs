@@ -1072,27 +1072,43 @@ fn locate(
         if t >= target {
             first_at_or_after = Some(line);
         } else {
-            // Walk the last probe's lines for the exact start.
+            // Binary search the last probe's whole lines for the exact start
+            // (the file is taken to be in time order, as above).
             file.seek(SeekFrom::Start(lo))?;
             let n = read_full(file, &mut buf)?;
-            let mut pos = memchr(b'\n', &buf[..n]).map_or(n, |i| i + 1);
-            if lo == 0 {
-                pos = 0;
-            }
-            let mut before: Option<&[u8]> = if lo == 0 { Some(b"") } else { None };
-            while pos < n {
-                let Some(len) = memchr(b'\n', &buf[pos..n]) else {
-                    break;
-                };
-                let line = strip_cr(&buf[pos..pos + len]);
-                if let Some(at) = parser.start_time(before, line, reference)
-                    && at.unix_millis() >= target
-                {
-                    first_at_or_after = Some(lo + pos as u64);
-                    break;
-                }
-                before = Some(line);
+            let mut pos = if lo == 0 {
+                0
+            } else {
+                memchr(b'\n', &buf[..n]).map_or(n, |i| i + 1)
+            };
+            let mut lines: Vec<(usize, usize)> = Vec::new();
+            while let Some(len) = memchr(b'\n', &buf[pos..n]) {
+                lines.push((pos, pos + len));
                 pos += len + 1;
+            }
+            let first_known: Option<&[u8]> = if lo == 0 { Some(b"") } else { None };
+            let time_of = |i: usize| {
+                let before = match i.checked_sub(1) {
+                    Some(j) => Some(strip_cr(&buf[lines[j].0..lines[j].1])),
+                    None => first_known,
+                };
+                let (start, end) = lines[i];
+                parser
+                    .start_time(before, strip_cr(&buf[start..end]), reference)
+                    .map(Timestamp::unix_millis)
+            };
+            let (mut from, mut to) = (0, lines.len());
+            while from < to {
+                let mid = from + (to - from) / 2;
+                // The first line from `mid` on that starts an event.
+                match (mid..to).find_map(|j| time_of(j).map(|t| (j, t))) {
+                    Some((j, t)) if t >= target => {
+                        first_at_or_after = Some(lo + lines[j].0 as u64);
+                        to = mid;
+                    }
+                    Some((j, _)) => from = j + 1,
+                    None => to = mid,
+                }
             }
         }
     }
