@@ -197,7 +197,8 @@ fn a_large_window_in_two_halves_equals_a_full_scan() {
     let all = spring_file(&dir.path().join("app.log"), 120_000, 1_000);
     let seeking = source(topic(dir.path(), &["app.log"], LogFormat::SpringBoot));
     let reading = seeking.clone().with_seek_threshold(u64::MAX);
-    for (words, lookback) in [("not available", 1440)] {
+    {
+        let (words, lookback) = ("not available", 1440);
         let q = last(words, lookback);
         let expected = all
             .iter()
