@@ -24,6 +24,12 @@
 //!   row prints CPU time per call of the client, the replicas and Redis
 //!   (last line `ratio_rendered_c1=… ratio_raw1r_c16=…`). `ACI_BENCH_*`
 //!   variables reach the example (see its docs).
+//! - `bench logs` runs the log files bench of `projectors-logs` (`cargo
+//!   bench --bench files`): 1 GiB of JSON lines and 1 GiB of `spring_boot`
+//!   (multi-line) logs, generated in a temp dir and deleted, the window
+//!   search against a whole-file read and `grep -c`, the multi-line full
+//!   scan against `json_lines` (`ACI_BENCH_LOG_MIB`,
+//!   `ACI_BENCH_LOG_FORMATS=json|spring_boot`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -49,6 +55,25 @@ pub(crate) fn redis(workspace_root: &Path) -> ExitCode {
         Ok(status) if status.success() => ExitCode::SUCCESS,
         Ok(status) => {
             eprintln!("the Redis benchmark failed ({status})");
+            ExitCode::FAILURE
+        }
+        Err(error) => {
+            eprintln!("could not run cargo: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs the log files benchmark from the workspace root.
+pub(crate) fn logs(workspace_root: &Path) -> ExitCode {
+    let status = Command::new(cargo())
+        .current_dir(workspace_root)
+        .args(["bench", "--package", "projectors-logs", "--bench", "files"])
+        .status();
+    match status {
+        Ok(status) if status.success() => ExitCode::SUCCESS,
+        Ok(status) => {
+            eprintln!("the log files benchmark failed ({status})");
             ExitCode::FAILURE
         }
         Err(error) => {

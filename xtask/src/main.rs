@@ -8,6 +8,8 @@
 //! - `bench instructions`: instructions per READY call, memory and Redis.
 //! - `bench http`: `aci serve --http` (one and three replicas) against the
 //!   direct boundary (spawns its own redis-server).
+//! - `bench logs`: the log files source over generated 1 GiB files (JSON
+//!   lines and multi-line `spring_boot`) against same-run baselines.
 //! - `bench knowledge`: knowledge retrieval quality (recall, MRR per language)
 //!   and speed (index build, reopen, query latency, second-process `aci call`).
 
@@ -18,7 +20,7 @@ mod schema;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: cargo xtask schema [--check] | cargo xtask bench redis | cargo xtask bench instructions | cargo xtask bench http | cargo xtask bench knowledge";
+const USAGE: &str = "usage: cargo xtask schema [--check] | cargo xtask bench redis | cargo xtask bench instructions | cargo xtask bench http | cargo xtask bench knowledge | cargo xtask bench logs";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -30,6 +32,7 @@ fn main() -> ExitCode {
         ["bench", "instructions"] => bench::instructions(&workspace_root()),
         ["bench", "http"] => bench::http(&workspace_root()),
         ["bench", "knowledge"] => bench_knowledge::knowledge(&workspace_root()),
+        ["bench", "logs"] => bench::logs(&workspace_root()),
         _ => {
             eprintln!("{USAGE}");
             ExitCode::from(2)

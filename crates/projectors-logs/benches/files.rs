@@ -16,7 +16,14 @@
 //! the end N times, for a profiler). Goals: the window at the end at least 20 times
 //! faster than reading the whole file; the scan of a window at most 1.5 times
 //! `grep -c` over the same bytes.
+//!
+//! Then the same for multi-line events (`spring_boot`, module `spring`),
+//! with the full scan against `json_lines` over the same events.
+//! `ACI_BENCH_LOG_FORMATS=json` or `=spring_boot` runs one half only.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+#[path = "files/spring.rs"]
+mod spring;
 
 use std::fs::File;
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
@@ -138,11 +145,11 @@ fn copy_range(from: &Path, to: &Path, start: u64, end: u64) {
     std::io::copy(&mut source.take(end - start), &mut out).unwrap();
 }
 
-fn grep_count(path: &Path) -> (String, u64) {
+fn grep_count(path: &Path, word: &str) -> (String, u64) {
     let (tool, args): (&str, &[&str]) = if Command::new("rg").arg("--version").output().is_ok() {
-        ("rg -c -i", &["-c", "-i", "timeout"])
+        ("rg -c -i", &["-c", "-i", word])
     } else {
-        ("grep -c -i", &["-c", "-i", "timeout"])
+        ("grep -c -i", &["-c", "-i", word])
     };
     let program = tool.split(' ').next().unwrap();
     let out = Command::new(program)
@@ -167,6 +174,17 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1024);
+    let formats = std::env::var("ACI_BENCH_LOG_FORMATS").unwrap_or_default();
+    if formats.is_empty() || formats.contains("json") {
+        json_lines(mib);
+    }
+    if formats.is_empty() || formats.contains("spring_boot") {
+        spring::run(mib);
+    }
+}
+
+/// The JSON-lines half.
+fn json_lines(mib: u64) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("app.log");
     let started = Instant::now();
@@ -188,6 +206,7 @@ fn main() {
                 time_key: None,
                 level_key: None,
                 message_key: None,
+                pattern: None,
                 timestamp: None,
                 time_zone: None,
             },
@@ -271,7 +290,7 @@ fn main() {
         let (from, to) = window_bytes(&generated, end_ms - HOUR_MS, end_ms);
         let window = dir.path().join(format!("window-{name}.log"));
         copy_range(&path, &window, from, to);
-        let (grep, (tool, grep_matches)) = best_of(3, || grep_count(&window));
+        let (grep, (tool, grep_matches)) = best_of(3, || grep_count(&window, "timeout"));
         std::fs::remove_file(&window).unwrap();
         println!(
             "window at the {name}: {} MiB, {matches} matches (`{tool}`: {grep_matches})",

@@ -49,7 +49,9 @@ use invocation_core::bounds::InvalidBounds;
 
 pub use error::{Error, Result};
 pub use executor::{LogExecutor, RawLogResponse, resolve_window};
-pub use file::{FileLogSource, LogFormat, LogsConfig, ScanStats, TopicConfig};
+pub use file::{
+    FileLogSource, LogFormat, LogsConfig, ParsedText, ScanStats, TopicConfig, parse_text,
+};
 pub use mock::MockLogSource;
 pub use projector::{LogBounds, LogProjector, SOURCE_KIND_SLACK_BYTES};
 pub use scope::{lowercase_collapsed_query, query_logs_scope};

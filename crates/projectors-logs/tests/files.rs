@@ -38,6 +38,7 @@ fn topic(dir: &Path, files: &[&str], format: LogFormat) -> TopicConfig {
         time_key: None,
         level_key: None,
         message_key: None,
+        pattern: None,
         timestamp: None,
         time_zone: None,
     }

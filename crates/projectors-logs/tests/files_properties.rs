@@ -92,6 +92,7 @@ fn source(dir: &std::path::Path, format: LogFormat, seek_threshold: u64) -> File
                 time_key: None,
                 level_key: None,
                 message_key: None,
+                pattern: None,
                 timestamp: None,
                 time_zone: None,
             },

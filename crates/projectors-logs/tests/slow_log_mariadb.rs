@@ -177,6 +177,7 @@ async fn slow_query_log_statements_are_found_grouped_and_masked() {
                 time_key: None,
                 level_key: None,
                 message_key: None,
+                pattern: None,
                 timestamp: None,
                 time_zone: None,
             },

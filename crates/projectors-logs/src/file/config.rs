@@ -9,8 +9,8 @@ use serde::Deserialize;
 /// The `[logs]` configuration section.
 ///
 /// Keys: `max_raw_events`, and per topic (`[logs.topics.<TOPIC>]`) `dir`,
-/// `files`, `format`, `time_key`, `level_key`, `message_key`, `timestamp`,
-/// `time_zone`. The one example of every key is the README's
+/// `files`, `format`, `pattern`, `time_key`, `level_key`, `message_key`,
+/// `timestamp`, `time_zone`. The one example of every key is the README's
 /// "Configuration" section (a test parses it); docs/projectors.md describes
 /// each format and the timestamp rules.
 ///
@@ -60,11 +60,19 @@ pub struct TopicConfig {
     /// JSON lines / logfmt: the key of the message.
     #[serde(default)]
     pub message_key: Option<String>,
-    /// JSON lines / logfmt: how the time is written (default `rfc3339`).
+    /// `pattern`: the regular expression (the `regex` crate's syntax) a line
+    /// that starts an event matches, with the named groups `timestamp` and
+    /// `message` (required), `level` (optional) and any other kept as a
+    /// field. Lines it does not match continue the event before them.
+    #[serde(default)]
+    pub pattern: Option<String>,
+    /// JSON lines / logfmt / `pattern`: how the time is written (default
+    /// `rfc3339`).
     #[serde(default)]
     pub timestamp: Option<String>,
     /// The zone of times written without an offset (layouts without `%z`,
-    /// RFC 3164 syslog, MariaDB's `# Time: YYMMDD`): `UTC` (the default),
+    /// RFC 3164 syslog, MariaDB's `# Time: YYMMDD`, the presets' local
+    /// times such as nginx's and Redis'): `UTC` (the default),
     /// `±HH:MM`, or an IANA zone name (`Europe/Berlin`, `America/New_York`;
     /// the tz database is compiled in). In a named zone, a local time in the
     /// repeated hour of a fall-back change is the earlier instant, and one in
@@ -87,13 +95,47 @@ pub enum LogFormat {
     Syslog,
     /// The MariaDB/MySQL slow query log (multi-line entries).
     MysqlSlow,
+    /// Text lines read with the topic's `pattern`; lines it does not match
+    /// continue the event before them.
+    Pattern,
+    /// Spring Boot's default logback line, stack traces as continuation.
+    SpringBoot,
+    /// PostgreSQL's stderr log with `log_line_prefix = '%m [%p] '`.
+    Postgresql,
+    /// Redis' own log.
+    Redis,
+    /// nginx's error log.
+    NginxError,
+    /// MariaDB's error log.
+    MariadbError,
+    /// Kubernetes components (klog).
+    Klog,
+    /// Container runtime log files (`/var/log/containers`).
+    Cri,
 }
 
 impl LogFormat {
-    /// Whether one event is one line (the window can be found by seeking).
+    /// Whether the window can be found by seeking (every event starts at a
+    /// line the format recognizes); all formats but the slow log.
     #[must_use]
     pub const fn is_line_based(self) -> bool {
         !matches!(self, Self::MysqlSlow)
+    }
+
+    /// The preset's `format` name, for the presets (`None` for the other
+    /// formats).
+    #[must_use]
+    pub const fn preset_name(self) -> Option<&'static str> {
+        match self {
+            Self::SpringBoot => Some("spring_boot"),
+            Self::Postgresql => Some("postgresql"),
+            Self::Redis => Some("redis"),
+            Self::NginxError => Some("nginx_error"),
+            Self::MariadbError => Some("mariadb_error"),
+            Self::Klog => Some("klog"),
+            Self::Cri => Some("cri"),
+            Self::JsonLines | Self::Logfmt | Self::Syslog | Self::MysqlSlow | Self::Pattern => None,
+        }
     }
 }
 

@@ -91,6 +91,9 @@ pub(crate) enum Escapes {
     Backslash,
     /// JSON: the short escapes and `\uXXXX` for any character.
     Json,
+    /// Verbatim, but CRI may split a word across a partial (`P`) line and
+    /// the line completing it.
+    CriPartial,
 }
 
 /// A line format with its time rule.

@@ -47,6 +47,9 @@ pub(crate) struct Prefilter {
     special: bool,
     /// Whether the alternatives include a backslash escape.
     escape: bool,
+    /// Whether every chunk is searched with the alternatives (CRI's partial
+    /// lines may be anywhere).
+    always_full: bool,
 }
 
 impl Prefilter {
@@ -60,7 +63,7 @@ impl Prefilter {
             (false, true) => memchr::memchr(b'\\', chunk).is_some(),
             (false, false) => false,
         };
-        if starts_alternative {
+        if starts_alternative || self.always_full {
             self.full.get_or_init(|| build(&self.full_pattern)).as_ref()
         } else {
             Some(&self.needle)
@@ -105,6 +108,42 @@ impl Matcher {
         }
         let lower = message.to_lowercase();
         self.words.iter().all(|w| lower.contains(w.as_str()))
+    }
+
+    /// Whether every word is in `message` or marked in `found` (by
+    /// [`mark_found`](Self::mark_found) over text left out of the message).
+    pub(crate) fn matches_with(&self, message: &str, found: &[bool]) -> bool {
+        if found.iter().any(|f| *f) {
+            let rest: Vec<&String> = self
+                .words
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !found.get(*i).copied().unwrap_or(false))
+                .map(|(_, w)| w)
+                .collect();
+            return rest.iter().all(|w| Self::has_word(message, w));
+        }
+        self.matches(message)
+    }
+
+    /// Marks in `found` (one flag per word) the words that occur in `text`.
+    /// Words never span whitespace, so an event's words are those of its
+    /// lines taken one by one.
+    pub(crate) fn mark_found(&self, text: &str, found: &mut Vec<bool>) {
+        found.resize(self.words.len(), false);
+        for (word, flag) in self.words.iter().zip(found.iter_mut()) {
+            if !*flag && Self::has_word(text, word) {
+                *flag = true;
+            }
+        }
+    }
+
+    fn has_word(text: &str, word: &str) -> bool {
+        if text.is_ascii() {
+            word.is_ascii() && contains_ignoring_ascii_case(text.as_bytes(), word.as_bytes())
+        } else {
+            text.to_lowercase().contains(word)
+        }
     }
 }
 
@@ -152,14 +191,18 @@ fn prefilter(words: &[String], escapes: Escapes) -> Option<Prefilter> {
         Escapes::Backslash => {}
         Escapes::Json if escapable => patterns.push(r"\\".to_owned()),
         Escapes::Json => patterns.push(r"\\u".to_owned()),
+        // Every partial line: a word may continue on the line completing it.
+        Escapes::CriPartial => patterns.push(r"(?-i:\x20(?:stdout|stderr)\x20P[\x20:])".to_owned()),
     }
-    let escape = patterns.len() > 1 + 2 * usize::from(special);
+    let always_full = escapes == Escapes::CriPartial;
+    let escape = !always_full && patterns.len() > 1 + 2 * usize::from(special);
     Some(Prefilter {
         needle: build(&patterns[0])?,
         full: OnceLock::new(),
         full_pattern: patterns.join("|"),
         special,
         escape,
+        always_full,
     })
 }
 

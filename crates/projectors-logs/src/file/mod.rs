@@ -1,8 +1,10 @@
 //! [`FileLogSource`]: the topics' log files, configured by the deployment.
 //!
 //! Each topic maps to file-name globs in one directory and a format (JSON
-//! lines, logfmt, syslog, the MariaDB/MySQL slow query log). The agent names
-//! only the topic: directories, globs and formats never reach it.
+//! lines, logfmt, syslog, the MariaDB/MySQL slow query log, text lines read
+//! with a regular expression (`pattern`) and its presets for common writers,
+//! whose events may span several lines). The agent names only the topic:
+//! directories, globs and formats never reach it.
 //!
 //! # Behavior
 //! - Matching is the mock's: every word of the query in the message,
@@ -18,7 +20,10 @@
 //! - Files are read on the blocking pool; when the caller stops waiting (the
 //!   tool timeout), the scan stops at its next read and returns nothing.
 //! - Lines (or entries) that do not parse are counted in [`ScanStats`] and
-//!   skipped, never fatal.
+//!   skipped, never fatal; so are continuation lines that belong to no event
+//!   and lines beyond the bounds of one event.
+//! - [`parse_text`] reads a text as a topic's format would, every event, with
+//!   no window and no matching: a pure function over bytes.
 //!
 //! How the window is found is in `docs/projectors.md`: plain files of at
 //! least the seek threshold are binary-searched by time (and read whole if a
@@ -26,10 +31,12 @@
 //! read from the start; files whose time range is outside the window are
 //! skipped.
 
+mod assemble;
 mod config;
 mod formats;
 pub(crate) mod matcher;
 mod paths;
+mod pattern;
 mod scan;
 mod slowlog;
 mod time;
@@ -38,7 +45,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use aci_contracts::{LogTopic, SourceKind};
+use aci_contracts::{LogTopic, SourceKind, Timestamp};
 use async_trait::async_trait;
 use globset::GlobMatcher;
 
@@ -46,7 +53,9 @@ pub use config::{LogFormat, LogsConfig, TopicConfig};
 pub use scan::ScanStats;
 
 use crate::{Error, LogMatches, LogQuery, LogSource, LogSourceError, Result};
+use assemble::{Assembler, Pushed};
 use formats::{Keys, LineFormat, LineParser};
+use pattern::EventParser;
 use scan::{Cancel, Reader, Settings};
 use time::{Layout, TimeRule, Zone, parse_layout, parse_zone};
 
@@ -205,6 +214,15 @@ fn compile(section: &TopicConfig) -> std::result::Result<Topic, &'static str> {
         .iter()
         .map(|p| paths::check_pattern(p))
         .collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok(Topic {
+        dir: section.dir.clone(),
+        patterns,
+        reader: compile_reader(section)?,
+    })
+}
+
+/// How a topic's files are read (everything but its files).
+fn compile_reader(section: &TopicConfig) -> std::result::Result<Reader, &'static str> {
     let zone = match &section.time_zone {
         Some(zone) => parse_zone(zone)
             .ok_or("time_zone must be UTC, ±HH:MM or an IANA zone name such as Europe/Berlin")?,
@@ -215,10 +233,12 @@ fn compile(section: &TopicConfig) -> std::result::Result<Topic, &'static str> {
             .ok_or("timestamp must be rfc3339, epoch_seconds, epoch_millis or a strftime layout")?,
         None => Layout::Rfc3339,
     };
-    let keyed = section.time_key.is_some()
-        || section.level_key.is_some()
-        || section.message_key.is_some()
-        || section.timestamp.is_some();
+    let named_keys =
+        section.time_key.is_some() || section.level_key.is_some() || section.message_key.is_some();
+    let keyed = named_keys || section.timestamp.is_some();
+    if section.pattern.is_some() && section.format != LogFormat::Pattern {
+        return Err("pattern is only for format = \"pattern\" (a preset has its own)");
+    }
     let keys = || {
         Keys::new(
             section.time_key.as_deref(),
@@ -227,7 +247,7 @@ fn compile(section: &TopicConfig) -> std::result::Result<Topic, &'static str> {
         )
     };
     let time = TimeRule { layout, zone };
-    let reader = match section.format {
+    Ok(match section.format {
         LogFormat::JsonLines => Reader::Lines(LineParser {
             format: LineFormat::Json(keys()),
             time,
@@ -247,10 +267,110 @@ fn compile(section: &TopicConfig) -> std::result::Result<Topic, &'static str> {
             return Err("mysql_slow takes only time_zone (its layout is fixed)");
         }
         LogFormat::MysqlSlow => Reader::Slow(time),
-    };
-    Ok(Topic {
-        dir: section.dir.clone(),
-        patterns,
-        reader,
+        LogFormat::Pattern if named_keys => {
+            return Err(
+                "pattern takes pattern, timestamp and time_zone (no *_key: name groups instead)",
+            );
+        }
+        LogFormat::Pattern => {
+            let pattern = section
+                .pattern
+                .as_deref()
+                .ok_or("format = \"pattern\" needs pattern, a regular expression with named groups timestamp and message")?;
+            Reader::Events(EventParser::custom(pattern, time)?)
+        }
+        preset => {
+            let name = preset.preset_name().ok_or("unknown format")?;
+            if keyed {
+                return Err(
+                    "a preset format takes only time_zone (its pattern and time layout are fixed)",
+                );
+            }
+            let preset = pattern::preset(name).ok_or("unknown format")?;
+            Reader::Events(EventParser::preset(preset, time.zone))
+        }
     })
+}
+
+/// Every event of `text` as a topic of `section`'s format reads it (its
+/// `dir` and `files` are not used): no window, no matching, messages cut for
+/// the raw record as a query returns them. A pure function of its input;
+/// `reference` stands for the end of a window (the year of RFC 3164 and klog
+/// times is inferred from it).
+///
+/// # Errors
+/// [`Error::InvalidConfig`] as [`FileLogSource::new`], naming
+/// [`LogTopic::Application`].
+pub fn parse_text(section: &TopicConfig, text: &[u8], reference: Timestamp) -> Result<ParsedText> {
+    let reader = compile_reader(section).map_err(|rule| Error::InvalidConfig {
+        topic: LogTopic::Application,
+        rule,
+    })?;
+    let mut parsed = ParsedText::default();
+    let lines = text
+        .split(|b| *b == b'\n')
+        .map(|line| line.strip_suffix(b"\r").unwrap_or(line));
+    match &reader {
+        Reader::Lines(parser) => {
+            for line in lines.filter(|l| !l.is_empty()) {
+                match parser.parse(line, reference) {
+                    Some(event) => parsed.events.push(event),
+                    None => parsed.unparsed += 1,
+                }
+            }
+        }
+        Reader::Slow(rule) => {
+            let mut slow = slowlog::SlowLogParser::new(rule.clone());
+            let take = |finished, parsed: &mut ParsedText| match finished {
+                Some(slowlog::Finished::Event(event)) => parsed.events.push(event),
+                Some(slowlog::Finished::Unparsed) => parsed.unparsed += 1,
+                None => {}
+            };
+            for line in lines {
+                take(slow.line(line), &mut parsed);
+            }
+            take(slow.finish(), &mut parsed);
+        }
+        Reader::Events(parser) => {
+            let mut assembler = Assembler::new();
+            let mut done = Vec::new();
+            for (offset, line) in lines.enumerate() {
+                let kind = parser.kind(line);
+                match assembler.push(parser, line, kind, offset as u64, true, None) {
+                    Pushed::Started(Some(event)) => done.push(event),
+                    Pushed::Orphan => parsed.orphan_lines += 1,
+                    Pushed::Started(None) | Pushed::Continued | Pushed::Blank => {}
+                }
+            }
+            done.extend(assembler.finish());
+            for event in done {
+                match parser.head(&event.head, reference) {
+                    Some(parsed_head) => {
+                        parsed.continuation_lines_dropped += event.tail.dropped_lines;
+                        let message = event.tail.message(&parsed_head.message());
+                        parsed
+                            .events
+                            .push(parsed_head.into_event(message, &event.tail));
+                    }
+                    None => parsed.unparsed += 1,
+                }
+            }
+        }
+    }
+    parsed.events = parsed.events.into_iter().map(scan::bounded).collect();
+    Ok(parsed)
+}
+
+/// What [`parse_text`] read.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct ParsedText {
+    /// The events, in file order.
+    pub events: Vec<crate::RawLogEvent>,
+    /// Lines (events, slow log entries) that did not parse.
+    pub unparsed: u64,
+    /// Continuation lines before the first event.
+    pub orphan_lines: u64,
+    /// Continuation lines left out of messages by the bounds of one event.
+    pub continuation_lines_dropped: u64,
 }

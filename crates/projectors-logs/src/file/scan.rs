@@ -1,6 +1,8 @@
 //! Searching a topic's files for one window: window location, sequential
 //! reads with large buffers, the prefilter, bounded collection.
 
+mod events;
+
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fs::File;
@@ -17,6 +19,7 @@ use serde_json::Value;
 use super::formats::{LineParser, Scanned};
 use super::matcher::Matcher;
 use super::paths::LogFile;
+use super::pattern::EventParser;
 use super::slowlog::{Finished, SlowLogParser};
 use super::time::TimeRule;
 use crate::{LogQuery, RawLogEvent};
@@ -47,6 +50,16 @@ pub struct ScanStats {
     pub unparsed: u64,
     /// Lines longer than the longest kept line, skipped.
     pub overlong_lines: u64,
+    /// Multi-line formats: continuation lines that belong to no event (before
+    /// the first event of a file or of a located window, or after a skipped
+    /// overlong line).
+    #[serde(default)]
+    pub orphan_lines: u64,
+    /// Multi-line formats: continuation lines of matching events left out of
+    /// their messages by the bounds of one event (still searched); each
+    /// such event says how many in its `continuation_lines_dropped` field.
+    #[serde(default)]
+    pub continuation_lines_dropped: u64,
 }
 
 /// The scan's settings.
@@ -201,7 +214,7 @@ impl Collector {
 
 /// `event` with its message cut to [`MAX_RAW_MESSAGE_BYTES`] for the raw
 /// record (`message_truncated` says so).
-fn bounded(mut event: RawLogEvent) -> RawLogEvent {
+pub(crate) fn bounded(mut event: RawLogEvent) -> RawLogEvent {
     let (kept, cut) = escaped_prefix(&event.message, MAX_RAW_MESSAGE_BYTES);
     if cut {
         event.message = kept.to_owned();
@@ -226,6 +239,42 @@ pub(crate) enum Reader {
     Lines(LineParser),
     /// The slow query log.
     Slow(TimeRule),
+    /// Multi-line events that start at a line a pattern matches.
+    Events(EventParser),
+}
+
+/// A reader whose events start at lines the window search can recognize
+/// (every format but the slow log).
+#[derive(Clone, Copy)]
+pub(crate) enum Seekable<'a> {
+    Lines(&'a LineParser),
+    Events(&'a EventParser),
+}
+
+impl Seekable<'_> {
+    /// The time of `line` when it certainly starts an event; `before` is the
+    /// line before it (`None`: unknown, the read started mid-line).
+    fn start_time(
+        self,
+        before: Option<&[u8]>,
+        line: &[u8],
+        reference: Timestamp,
+    ) -> Option<Timestamp> {
+        match self {
+            Self::Lines(parser) => parser.scan(line, reference).map(|s| s.timestamp()),
+            Self::Events(parser) => parser.start_time(before, line, reference),
+        }
+    }
+}
+
+impl Reader {
+    fn seekable(&self) -> Option<Seekable<'_>> {
+        match self {
+            Self::Lines(parser) => Some(Seekable::Lines(parser)),
+            Self::Events(parser) => Some(Seekable::Events(parser)),
+            Self::Slow(_) => None,
+        }
+    }
 }
 
 /// One search: the query, the matcher, the window with slack.
@@ -255,6 +304,7 @@ pub(crate) fn search(
 ) -> Result<(Vec<RawLogEvent>, u64, ScanStats), ScanError> {
     let escapes = match reader {
         Reader::Lines(parser) => Some(parser.escapes()),
+        Reader::Events(parser) => Some(parser.escapes()),
         Reader::Slow(_) => None,
     };
     let matcher = Matcher::new(&query.query, escapes);
@@ -294,7 +344,7 @@ pub(crate) fn search(
             Reader::Lines(parser) => parser
                 .parse(&bytes, query.end)
                 .map(|event| with_file(event, &file)),
-            Reader::Slow(_) => None,
+            Reader::Slow(_) | Reader::Events(_) => None,
         },
     });
     Ok((events, matches, stats))
@@ -324,7 +374,10 @@ impl Search<'_> {
         let buf = &buf[..n];
         Ok(match self.reader {
             Reader::Lines(parser) => {
-                first_parsed(parser, buf, false, self.query.end).map(|(_, t)| t)
+                first_parsed(Seekable::Lines(parser), buf, false, self.query.end).map(|(_, t)| t)
+            }
+            Reader::Events(parser) => {
+                first_parsed(Seekable::Events(parser), buf, false, self.query.end).map(|(_, t)| t)
             }
             Reader::Slow(rule) => {
                 let mut slow = SlowLogParser::new(rule.clone());
@@ -357,9 +410,10 @@ impl Search<'_> {
         // for a compressed rotation, the start of the next newer file).
         let starts_after = (gzip || size >= self.settings.seek_threshold)
             && first.is_some_and(|f| f.unix_millis() > self.hi());
-        let ends_before = match (self.reader, gzip) {
-            (Reader::Lines(parser), false) if size >= self.settings.seek_threshold => {
-                last_time(&mut handle, size, parser, self.query.end)?
+        let seekable = self.reader.seekable();
+        let ends_before = match (seekable, gzip) {
+            (Some(seekable), false) if size >= self.settings.seek_threshold => {
+                last_time(&mut handle, size, seekable, self.query.end)?
                     .is_some_and(|last| last.unix_millis() < self.lo())
             }
             // A small plain file is read whole: cheap, and right even when
@@ -372,10 +426,10 @@ impl Search<'_> {
             return Ok(None);
         }
         stats.files_searched += 1;
-        if let (Reader::Lines(parser), false) = (self.reader, gzip)
+        if let (Some(seekable), false) = (seekable, gzip)
             && size >= self.settings.seek_threshold
         {
-            if let Some(collected) = self.seek_window(&mut handle, size, parser, stats, &field)? {
+            if let Some(collected) = self.seek_window(&mut handle, size, seekable, stats, &field)? {
                 return Ok(Some(collected));
             }
             // Out of order: what was found may be incomplete. Read it all.
@@ -423,6 +477,35 @@ impl Search<'_> {
                     self.slow(&mut handle, rule, &mut collected, &mut local, &field)?;
                 }
             }
+            Reader::Events(parser) => {
+                let window = Window {
+                    base: 0,
+                    skip_first: false,
+                    stop: u64::MAX,
+                    order_from: u64::MAX,
+                };
+                if gzip {
+                    let mut decoder =
+                        MultiGzDecoder::new(io::BufReader::with_capacity(CHUNK, handle));
+                    self.events(
+                        &mut decoder,
+                        parser,
+                        window,
+                        &mut collected,
+                        &mut local,
+                        &field,
+                    )?;
+                } else {
+                    self.events(
+                        &mut handle,
+                        parser,
+                        window,
+                        &mut collected,
+                        &mut local,
+                        &field,
+                    )?;
+                }
+            }
         }
         add(stats, local);
         Ok(Some(collected))
@@ -434,7 +517,7 @@ impl Search<'_> {
         &self,
         handle: &mut File,
         size: u64,
-        parser: &LineParser,
+        parser: Seekable<'_>,
         stats: &mut ScanStats,
         field: &Arc<str>,
     ) -> Result<Option<Collector>, ScanError> {
@@ -453,13 +536,13 @@ impl Search<'_> {
             order_from: start.lo + 2 * PROBE as u64,
         };
         #[cfg(unix)]
-        if let Some(split) = split_point(handle, window)? {
+        if let Some(split) = split_point(handle, window, parser, end)? {
             return self.two_halves(handle, parser, window, split, stats, field);
         }
         let mut collected = Collector::new(self.settings.max_raw_events);
         let mut local = ScanStats::default();
         handle.seek(SeekFrom::Start(start.lo))?;
-        if !self.lines(handle, parser, window, &mut collected, &mut local, field)? {
+        if !self.read_window(handle, parser, window, &mut collected, &mut local, field)? {
             return Ok(None);
         }
         add(stats, local);
@@ -474,7 +557,7 @@ impl Search<'_> {
     fn two_halves(
         &self,
         handle: &File,
-        parser: &LineParser,
+        parser: Seekable<'_>,
         window: Window,
         split: u64,
         stats: &mut ScanStats,
@@ -496,7 +579,7 @@ impl Search<'_> {
                 file: handle,
                 pos: window.base,
             };
-            let ordered = self.lines(
+            let ordered = self.read_window(
                 &mut reader,
                 parser,
                 window,
@@ -523,6 +606,23 @@ impl Search<'_> {
         add(stats, early_stats);
         add(stats, late_stats);
         Ok(Some(collected))
+    }
+
+    /// Reads the lines of `window` from `source` with `parser`; false when a
+    /// line showed the file is not in time order.
+    fn read_window(
+        &self,
+        source: &mut impl Read,
+        parser: Seekable<'_>,
+        window: Window,
+        collected: &mut Collector,
+        stats: &mut ScanStats,
+        file: &Arc<str>,
+    ) -> Result<bool, ScanError> {
+        match parser {
+            Seekable::Lines(parser) => self.lines(source, parser, window, collected, stats, file),
+            Seekable::Events(parser) => self.events(source, parser, window, collected, stats, file),
+        }
     }
 
     fn in_window_and_matching(&self, at: Timestamp, message: &str) -> bool {
@@ -603,7 +703,7 @@ impl Search<'_> {
             window,
             self.cancel,
             stats,
-            |chunk, base, stats| match prefilter.and_then(|p| p.for_chunk(chunk)) {
+            |chunk, base, stats, _gap| match prefilter.and_then(|p| p.for_chunk(chunk)) {
                 Some(automaton) => {
                     let mut pos = 0;
                     while pos < chunk.len() {
@@ -651,7 +751,7 @@ impl Search<'_> {
             stop: u64::MAX,
             order_from: u64::MAX,
         };
-        read_chunks(source, window, self.cancel, stats, |chunk, _, _| {
+        read_chunks(source, window, self.cancel, stats, |chunk, _, _, _| {
             for line in chunk.split(|b| *b == b'\n') {
                 take(parser.line(strip_cr(line)), collected);
             }
@@ -666,10 +766,16 @@ impl Search<'_> {
 /// machine has two cores or more.
 const PARALLEL_FROM: u64 = 4 * 1024 * 1024;
 
-/// The start of the first line at or after the middle of `window`, when the
-/// window is worth two threads.
+/// The start of the first line at or after the middle of `window` (for
+/// multi-line events, the first line there that certainly starts an event),
+/// when the window is worth two threads.
 #[cfg(unix)]
-fn split_point(file: &File, window: Window) -> Result<Option<u64>, ScanError> {
+fn split_point(
+    file: &File,
+    window: Window,
+    parser: Seekable<'_>,
+    reference: Timestamp,
+) -> Result<Option<u64>, ScanError> {
     use std::os::unix::fs::FileExt;
     let parallel = std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
     if !parallel || window.stop == u64::MAX || window.stop - window.base < PARALLEL_FROM {
@@ -678,8 +784,12 @@ fn split_point(file: &File, window: Window) -> Result<Option<u64>, ScanError> {
     let mid = window.base + (window.stop - window.base) / 2;
     let mut buf = vec![0_u8; PROBE];
     let n = file.read_at(&mut buf, mid)?;
-    Ok(memchr(b'\n', &buf[..n])
-        .map(|i| mid + i as u64 + 1)
+    let split = match parser {
+        Seekable::Lines(_) => memchr(b'\n', &buf[..n]).map(|i| i + 1),
+        Seekable::Events(_) => first_parsed(parser, &buf[..n], true, reference).map(|(at, _)| at),
+    };
+    Ok(split
+        .map(|i| mid + i as u64)
         .filter(|&split| split < window.stop))
 }
 
@@ -704,6 +814,8 @@ fn add(total: &mut ScanStats, part: ScanStats) {
     total.bytes_read += part.bytes_read;
     total.unparsed += part.unparsed;
     total.overlong_lines += part.overlong_lines;
+    total.orphan_lines += part.orphan_lines;
+    total.continuation_lines_dropped += part.continuation_lines_dropped;
 }
 
 /// The part of a file to read.
@@ -737,15 +849,15 @@ fn read_full(source: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
 }
 
 /// Calls `f` with runs of whole lines (the last one may lack its newline at
-/// the end of the source) and the offset of their first byte. Checks
-/// `cancel` once per read; a line longer than the buffer ([`CHUNK`]) is
-/// counted and skipped.
+/// the end of the source), the offset of their first byte, and whether bytes
+/// before them were skipped (an overlong line). Checks `cancel` once per
+/// read; a line longer than the buffer ([`CHUNK`]) is counted and skipped.
 fn read_chunks(
     source: &mut impl Read,
     window: Window,
     cancel: &Cancel,
     stats: &mut ScanStats,
-    mut f: impl FnMut(&[u8], u64, &mut ScanStats),
+    mut f: impl FnMut(&[u8], u64, &mut ScanStats, bool),
 ) -> Result<(), ScanError> {
     // Grown up to CHUNK only for a line longer than the reads so far.
     let mut buf = vec![0_u8; 2 * READ];
@@ -754,6 +866,7 @@ fn read_chunks(
     let mut base = window.base;
     let mut skipping = window.skip_first;
     let mut overlong = false;
+    let mut gap = false;
     loop {
         cancel.check()?;
         if base >= window.stop {
@@ -808,6 +921,7 @@ fn read_chunks(
             if overlong && start > 0 {
                 stats.overlong_lines += 1;
                 overlong = false;
+                gap = true;
             }
             skipping = false;
         }
@@ -820,7 +934,8 @@ fn read_chunks(
             }
         }
         if end > start {
-            f(&buf[start..end], base + start as u64, stats);
+            f(&buf[start..end], base + start as u64, stats, gap);
+            gap = false;
         }
         if eof {
             return Ok(());
@@ -834,10 +949,11 @@ fn read_chunks(
     }
 }
 
-/// The first line in `buf` that parses (skipping a partial first line when
-/// `skip_first`): its offset in `buf` and time.
+/// The first line in `buf` that parses (for multi-line events: that
+/// certainly starts an event), skipping a partial first line when
+/// `skip_first`: its offset in `buf` and time.
 fn first_parsed(
-    parser: &LineParser,
+    parser: Seekable<'_>,
     buf: &[u8],
     skip_first: bool,
     reference: Timestamp,
@@ -847,22 +963,27 @@ fn first_parsed(
     } else {
         0
     };
+    // The line before (unknown after a skipped partial line).
+    let mut before: Option<&[u8]> = if skip_first { None } else { Some(b"") };
     while pos < buf.len() {
         // Only whole lines: the last one in a probe may be cut.
         let end = pos + memchr(b'\n', &buf[pos..])?;
-        if let Some(scanned) = parser.scan(strip_cr(&buf[pos..end]), reference) {
-            return Some((pos, scanned.timestamp()));
+        let line = strip_cr(&buf[pos..end]);
+        if let Some(at) = parser.start_time(before, line, reference) {
+            return Some((pos, at));
         }
+        before = Some(line);
         pos = end + 1;
     }
     None
 }
 
-/// The time of the last line that parses, from the file's tail.
+/// The time of the last line that parses (that certainly starts an event),
+/// from the file's tail.
 fn last_time(
     file: &mut File,
     size: u64,
-    parser: &LineParser,
+    parser: Seekable<'_>,
     reference: Timestamp,
 ) -> Result<Option<Timestamp>, ScanError> {
     let from = size.saturating_sub(PROBE as u64);
@@ -876,9 +997,15 @@ fn last_time(
         };
         buf = &buf[i + 1..];
     }
-    for line in buf.rsplit(|b| *b == b'\n') {
-        if let Some(scanned) = parser.scan(strip_cr(line), reference) {
-            return Ok(Some(scanned.timestamp()));
+    let lines: Vec<&[u8]> = buf.split(|b| *b == b'\n').map(strip_cr).collect();
+    for (i, line) in lines.iter().enumerate().rev() {
+        let before = match i.checked_sub(1) {
+            Some(j) => Some(lines[j]),
+            None if from == 0 => Some(&b""[..]),
+            None => None,
+        };
+        if let Some(at) = parser.start_time(before, line, reference) {
+            return Ok(Some(at));
         }
     }
     Ok(None)
@@ -899,7 +1026,7 @@ struct Located {
 fn locate(
     file: &mut File,
     size: u64,
-    parser: &LineParser,
+    parser: Seekable<'_>,
     target: i64,
     reference: Timestamp,
     slack_ms: i64,
@@ -945,24 +1072,43 @@ fn locate(
         if t >= target {
             first_at_or_after = Some(line);
         } else {
-            // Walk the last probe's lines for the exact start.
+            // Binary search the last probe's whole lines for the exact start
+            // (the file is taken to be in time order, as above).
             file.seek(SeekFrom::Start(lo))?;
             let n = read_full(file, &mut buf)?;
-            let mut pos = memchr(b'\n', &buf[..n]).map_or(n, |i| i + 1);
-            if lo == 0 {
-                pos = 0;
-            }
-            while pos < n {
-                let Some(len) = memchr(b'\n', &buf[pos..n]) else {
-                    break;
-                };
-                if let Some(scanned) = parser.scan(strip_cr(&buf[pos..pos + len]), reference)
-                    && scanned.timestamp().unix_millis() >= target
-                {
-                    first_at_or_after = Some(lo + pos as u64);
-                    break;
-                }
+            let mut pos = if lo == 0 {
+                0
+            } else {
+                memchr(b'\n', &buf[..n]).map_or(n, |i| i + 1)
+            };
+            let mut lines: Vec<(usize, usize)> = Vec::new();
+            while let Some(len) = memchr(b'\n', &buf[pos..n]) {
+                lines.push((pos, pos + len));
                 pos += len + 1;
+            }
+            let first_known: Option<&[u8]> = if lo == 0 { Some(b"") } else { None };
+            let time_of = |i: usize| {
+                let before = match i.checked_sub(1) {
+                    Some(j) => Some(strip_cr(&buf[lines[j].0..lines[j].1])),
+                    None => first_known,
+                };
+                let (start, end) = lines[i];
+                parser
+                    .start_time(before, strip_cr(&buf[start..end]), reference)
+                    .map(Timestamp::unix_millis)
+            };
+            let (mut from, mut to) = (0, lines.len());
+            while from < to {
+                let mid = from + (to - from) / 2;
+                // The first line from `mid` on that starts an event.
+                match (mid..to).find_map(|j| time_of(j).map(|t| (j, t))) {
+                    Some((j, t)) if t >= target => {
+                        first_at_or_after = Some(lo + lines[j].0 as u64);
+                        to = mid;
+                    }
+                    Some((j, _)) => from = j + 1,
+                    None => to = mid,
+                }
             }
         }
     }

@@ -209,6 +209,58 @@ pub(crate) fn parse_bsd(text: &str, zone: Zone, reference: Timestamp) -> Option<
     None
 }
 
+/// A local time in `layout` (a chrono layout without an offset), in `zone`;
+/// runs of whitespace in `text` count as one space (space-padded hours).
+pub(crate) fn parse_local(text: &str, layout: &str, zone: Zone) -> Option<Timestamp> {
+    let squeezed = collapse_whitespace(text);
+    let naive = NaiveDateTime::parse_from_str(&squeezed, layout).ok()?;
+    local(naive, zone)
+}
+
+/// klog's `mmdd hh:mm:ss.uuuuuu` (no year): the year is chosen as for RFC
+/// 3164 syslog, the one that puts the time at most a day after `reference`.
+pub(crate) fn parse_klog(text: &str, zone: Zone, reference: Timestamp) -> Option<Timestamp> {
+    let reference_year = zone.year_at(DateTime::<Utc>::from_timestamp_millis(
+        reference.unix_millis(),
+    )?);
+    for year in [reference_year, reference_year - 1] {
+        let with_year = format!("{year}{text}");
+        let naive = NaiveDateTime::parse_from_str(&with_year, "%Y%m%d %H:%M:%S%.f").ok()?;
+        let at = local(naive, zone)?;
+        if at.unix_millis() <= reference.unix_millis() + 86_400_000 {
+            return Some(at);
+        }
+    }
+    None
+}
+
+/// PostgreSQL's `%m` / `%t` (`2026-12-01 14:00:00.123 UTC`): the zone
+/// abbreviation `UTC`/`GMT`/`UCT`/`Z`, or a numeric `+03`/`-05:30`, is read;
+/// any other abbreviation (`CET`, `EST`: ambiguous in general) means `zone`.
+pub(crate) fn parse_postgres(text: &str, zone: Zone) -> Option<Timestamp> {
+    let text = text.trim();
+    // `YYYY-MM-DD hh:mm:ss[.fff]` is the part before the second space.
+    let (datetime, abbreviation) = match text.char_indices().filter(|(_, c)| *c == ' ').nth(1) {
+        Some((i, _)) => (&text[..i], text[i + 1..].trim()),
+        None => (text, ""),
+    };
+    let zone = match abbreviation {
+        "" => zone,
+        "UTC" | "GMT" | "UCT" | "Z" => Zone::default(),
+        numeric if numeric.starts_with(['+', '-']) => {
+            let digits = numeric.len() - 1 - numeric.matches(':').count();
+            if digits == 2 {
+                parse_zone(&format!("{numeric}00"))?
+            } else {
+                parse_zone(numeric)?
+            }
+        }
+        _ => zone,
+    };
+    let naive = NaiveDateTime::parse_from_str(datetime, "%Y-%m-%d %H:%M:%S%.f").ok()?;
+    local(naive, zone)
+}
+
 /// MariaDB's `YYMMDD hh:mm:ss` (`# Time:` lines; the hour may have one digit).
 pub(crate) fn parse_mariadb(text: &str, zone: Zone) -> Option<Timestamp> {
     let squeezed = collapse_whitespace(text);

@@ -1,0 +1,923 @@
+//! Text lines read with a regular expression (`format = "pattern"`) and the
+//! presets (a documented pattern plus its rules: time syntax, level names,
+//! which lines join an event).
+//!
+//! A line the pattern matches starts an event (its *head*); a line it does
+//! not match continues the event before it (a stack trace, a multi-line
+//! message). Two presets add a rule of their writer:
+//!
+//! - `postgresql`: a `DETAIL`/`HINT`/`CONTEXT`/`STATEMENT`/`QUERY`/`LOCATION`
+//!   line joins the event before it when that event is of the same pid
+//!   (PostgreSQL writes one report as several prefixed lines);
+//! - `cri`: a `P` (partial) line is joined, without a separator, with the
+//!   next line of the same stream.
+//!
+//! Everything here is a pure function of its input bytes: nothing panics,
+//! allocates beyond the line, or reads anything else.
+
+use std::borrow::Cow;
+
+use aci_contracts::Timestamp;
+use regex::bytes::{CaptureLocations, Regex, RegexBuilder};
+use serde_json::Value;
+
+use super::formats::{Escapes, Fields};
+use super::time::{
+    TimeRule, Zone, parse_klog, parse_local, parse_mariadb, parse_postgres, parse_rfc3339,
+};
+use crate::RawLogEvent;
+
+/// Continuation lines kept in one event (the rest is counted and dropped
+/// from the raw record, still searched).
+pub(crate) const MAX_CONTINUATION_LINES: usize = 256;
+/// Bytes of continuation text kept in one event.
+pub(crate) const MAX_CONTINUATION_BYTES: usize = 64 * 1024;
+
+/// A preset: the documented pattern of one writer and its rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Preset {
+    /// The `format` name.
+    pub(crate) name: &'static str,
+    /// The regular expression (the `regex` crate's syntax).
+    pub(crate) pattern: &'static str,
+    /// How its `timestamp` group is written.
+    time: PresetTime,
+    /// How its level is named.
+    levels: Levels,
+    /// Which lines join an event besides those the pattern does not match.
+    join: Join,
+    /// Named groups not kept as fields (consumed by the rules).
+    consumed: &'static [&'static str],
+}
+
+/// The time syntaxes of the presets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PresetTime {
+    /// RFC 3339 (`T` or a space), `,` accepted as the decimal mark
+    /// (logback's ISO-8601); without an offset, in the topic's zone.
+    Iso,
+    /// PostgreSQL's `%m`/`%t`.
+    Postgres,
+    /// `dd Mon yyyy hh:mm:ss.mmm` (Redis).
+    Redis,
+    /// `yyyy/mm/dd hh:mm:ss` (nginx).
+    Nginx,
+    /// `yyyy-mm-dd hh:mm:ss` with a space-padded hour, or `yymmdd hh:mm:ss`.
+    Mariadb,
+    /// `mmdd hh:mm:ss.uuuuuu`, the year inferred.
+    Klog,
+}
+
+/// How a preset's level is named in the event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Levels {
+    /// As written.
+    AsWritten,
+    /// PostgreSQL severities.
+    Postgres,
+    /// Redis' marks.
+    RedisMark,
+    /// MariaDB's `[Note]`, `[Warning]`, `[ERROR]`.
+    Mariadb,
+    /// klog's letters.
+    Klog,
+}
+
+/// Which lines join an event although the pattern matches them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Join {
+    /// None: every matching line starts an event.
+    None,
+    /// PostgreSQL's secondary lines of the same pid.
+    Secondary,
+    /// CRI's partial lines.
+    Partial,
+}
+
+/// The presets, by `format` name. docs/projectors.md lists each with one
+/// real line and the groups it yields (the tests parse those lines).
+pub(crate) const PRESETS: [Preset; 7] = [
+    Preset {
+        name: "spring_boot",
+        pattern: r"^(?P<timestamp>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}(?::?\d{2})?)?)\s+(?P<level>TRACE|DEBUG|INFO|WARN|ERROR|FATAL)\s+(?P<pid>\d+)?\s*---\s+(?:\[(?P<application>[^\]]*)\]\s*)?\[\s*(?P<thread>[^\]]*?)\s*\]\s+(?:\[(?P<correlation>[^\]]*)\]\s+)?(?P<logger>\S+)\s+: ?(?P<message>.*)$",
+        time: PresetTime::Iso,
+        levels: Levels::AsWritten,
+        join: Join::None,
+        consumed: &[],
+    },
+    Preset {
+        name: "postgresql",
+        pattern: r"^(?P<timestamp>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?(?: [A-Za-z][A-Za-z0-9_/+-]*| ?[+-]\d{2}(?::?\d{2})?)?) \[(?P<pid>\d+)\] (?:(?P<user>[^@\s\[]*)@(?P<database>\S*) )?(?P<level>DEBUG[1-5]|INFO|NOTICE|WARNING|ERROR|LOG|FATAL|PANIC|DETAIL|HINT|QUERY|CONTEXT|LOCATION|STATEMENT):  ?(?P<message>.*)$",
+        time: PresetTime::Postgres,
+        levels: Levels::Postgres,
+        join: Join::Secondary,
+        consumed: &[],
+    },
+    Preset {
+        name: "redis",
+        pattern: r"^(?P<pid>\d+):(?P<role>[XCSM]) (?P<timestamp>\d{1,2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2}(?:\.\d+)?) (?P<level>[.*#-]) (?P<message>.*)$",
+        time: PresetTime::Redis,
+        levels: Levels::RedisMark,
+        join: Join::None,
+        consumed: &[],
+    },
+    Preset {
+        name: "nginx_error",
+        pattern: r"^(?P<timestamp>\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}) \[(?P<level>debug|info|notice|warn|error|crit|alert|emerg)\] (?P<pid>\d+)#(?P<tid>\d+): (?:\*(?P<connection>\d+) )?(?P<message>.*)$",
+        time: PresetTime::Nginx,
+        levels: Levels::AsWritten,
+        join: Join::None,
+        consumed: &[],
+    },
+    Preset {
+        name: "mariadb_error",
+        pattern: r"^(?P<timestamp>\d{4}-\d{2}-\d{2} [ \d]\d:\d{2}:\d{2}|\d{6} [ \d]\d:\d{2}:\d{2})\s+(?:(?P<thread>\d+) )?\[(?P<level>Note|Warning|ERROR|System|Info|Debug)\] (?P<message>.*)$",
+        time: PresetTime::Mariadb,
+        levels: Levels::Mariadb,
+        join: Join::None,
+        consumed: &[],
+    },
+    Preset {
+        name: "klog",
+        pattern: r"^(?P<level>[IWEF])(?P<timestamp>\d{4} \d{2}:\d{2}:\d{2}\.\d{6})\s+(?P<thread>\d+) (?P<source>[^:\s\]]+:\d+)\] (?P<message>.*)$",
+        time: PresetTime::Klog,
+        levels: Levels::Klog,
+        join: Join::None,
+        consumed: &[],
+    },
+    Preset {
+        name: "cri",
+        pattern: r"^(?P<timestamp>\d{4}-\d{2}-\d{2}T\S+) (?P<stream>stdout|stderr) (?P<tag>[PF])(?::\S*)? ?(?P<message>.*)$",
+        time: PresetTime::Iso,
+        levels: Levels::AsWritten,
+        join: Join::Partial,
+        consumed: &["tag"],
+    },
+];
+
+/// The preset named `name`.
+pub(crate) fn preset(name: &str) -> Option<&'static Preset> {
+    PRESETS.iter().find(|p| p.name == name)
+}
+
+/// How the `timestamp` group is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum HeadTime {
+    /// The topic's `timestamp` layout and zone (`format = "pattern"`).
+    Rule(TimeRule),
+    /// A preset's syntax; `Zone` for times written without an offset.
+    Preset(PresetTime, Zone),
+}
+
+/// What one line is to the event assembler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LineKind {
+    /// An empty line: skipped.
+    Blank,
+    /// Not matched by the pattern: continues the event before it.
+    Other,
+    /// Matched: starts an event (unless it completes a partial one of the
+    /// same `key`). `partial` for CRI's `P` lines.
+    Head { key: u64, partial: bool },
+    /// PostgreSQL's secondary line of pid `key`.
+    Secondary { key: u64 },
+}
+
+/// A compiled `pattern` topic or preset.
+#[derive(Debug, Clone)]
+pub(crate) struct EventParser {
+    regex: Regex,
+    timestamp: usize,
+    message: usize,
+    level: Option<usize>,
+    /// Other named groups, kept as fields.
+    fields: Vec<(usize, Box<str>)>,
+    /// The group of the join key (PostgreSQL's pid, CRI's stream).
+    key: Option<usize>,
+    /// CRI's tag group.
+    tag: Option<usize>,
+    time: HeadTime,
+    levels: Levels,
+    join: Join,
+    /// A preset: compiled without Unicode classes (ASCII `\d`, `\s`; any
+    /// byte for `.` and negated classes) and matched on the raw bytes. A
+    /// custom pattern keeps the `regex` crate's Unicode meaning and is
+    /// matched on the line's text (invalid UTF-8 replaced).
+    raw: bool,
+    /// A custom pattern that is ASCII, compiled without Unicode classes too:
+    /// on a line of ASCII text it matches exactly where the Unicode one does
+    /// (the classes differ only on other characters), with a much smaller
+    /// automaton. Used for ASCII lines, which are matched on their bytes.
+    ascii: Option<Regex>,
+}
+
+impl PartialEq for EventParser {
+    fn eq(&self, other: &Self) -> bool {
+        self.regex.as_str() == other.regex.as_str()
+            && self.time == other.time
+            && self.levels == other.levels
+            && self.join == other.join
+    }
+}
+
+impl Eq for EventParser {}
+
+/// The most states the compiled pattern may take (the `regex` crate's
+/// default): a pattern beyond it is refused when the configuration loads.
+const PATTERN_SIZE_LIMIT: usize = 10 * 1024 * 1024;
+
+impl EventParser {
+    /// `format = "pattern"`: `pattern` with the topic's time rule.
+    ///
+    /// # Errors
+    /// The broken rule, for the configuration error.
+    pub(crate) fn custom(pattern: &str, time: TimeRule) -> Result<Self, &'static str> {
+        Self::build(
+            pattern,
+            HeadTime::Rule(time),
+            Levels::AsWritten,
+            Join::None,
+            &[],
+            false,
+        )
+    }
+
+    /// A preset, its zone-less times in `zone`.
+    pub(crate) fn preset(preset: &Preset, zone: Zone) -> Self {
+        match Self::build(
+            preset.pattern,
+            HeadTime::Preset(preset.time, zone),
+            preset.levels,
+            preset.join,
+            preset.consumed,
+            true,
+        ) {
+            Ok(parser) => parser,
+            // The presets are constants, compiled by the tests.
+            Err(rule) => unreachable!("preset {}: {rule}", preset.name),
+        }
+    }
+
+    fn build(
+        pattern: &str,
+        time: HeadTime,
+        levels: Levels,
+        join: Join,
+        consumed: &[&str],
+        raw: bool,
+    ) -> Result<Self, &'static str> {
+        let regex = RegexBuilder::new(pattern)
+            .unicode(!raw)
+            .size_limit(PATTERN_SIZE_LIMIT)
+            .build()
+            .map_err(|_| "pattern is not a valid regular expression (the regex crate's syntax)")?;
+        let ascii = (!raw && pattern.is_ascii())
+            .then(|| {
+                RegexBuilder::new(pattern)
+                    .unicode(false)
+                    .size_limit(PATTERN_SIZE_LIMIT)
+                    .build()
+                    .ok()
+            })
+            .flatten();
+        let group = |name: &str| regex.capture_names().position(|n| n == Some(name));
+        let timestamp = group("timestamp").ok_or("pattern has no named group `timestamp`")?;
+        let message = group("message").ok_or("pattern has no named group `message`")?;
+        if regex.is_match(b"") {
+            return Err("pattern matches an empty line (every line would start an event)");
+        }
+        let level = group("level");
+        let fields = regex
+            .capture_names()
+            .enumerate()
+            .filter_map(|(i, name)| {
+                let name = name?;
+                let reserved = matches!(name, "timestamp" | "message" | "level");
+                (!reserved && !consumed.contains(&name)).then(|| (i, Box::from(name)))
+            })
+            .collect();
+        let (key, tag) = match join {
+            Join::None => (None, None),
+            Join::Secondary => (group("pid"), None),
+            Join::Partial => (group("stream"), group("tag")),
+        };
+        Ok(Self {
+            regex,
+            timestamp,
+            message,
+            level,
+            fields,
+            key,
+            tag,
+            time,
+            levels,
+            join,
+            raw,
+            ascii,
+        })
+    }
+
+    /// The bytes the pattern is matched on: the line itself for a preset,
+    /// its text (invalid UTF-8 replaced) for a custom pattern.
+    fn subject<'l>(&self, line: &'l [u8]) -> (&Regex, Cow<'l, [u8]>) {
+        if self.raw {
+            return (&self.regex, Cow::Borrowed(line));
+        }
+        if let Some(ascii) = &self.ascii
+            && line.is_ascii()
+        {
+            return (ascii, Cow::Borrowed(line));
+        }
+        let text = match String::from_utf8_lossy(line) {
+            Cow::Borrowed(text) => Cow::Borrowed(text.as_bytes()),
+            Cow::Owned(text) => Cow::Owned(text.into_bytes()),
+        };
+        (&self.regex, text)
+    }
+
+    /// How the message may be written differently in the file (for the
+    /// prefilter): CRI may split a word across a partial line's end.
+    pub(crate) const fn escapes(&self) -> Escapes {
+        match self.join {
+            Join::Partial => Escapes::CriPartial,
+            Join::None | Join::Secondary => Escapes::None,
+        }
+    }
+
+    /// What `line` (without its line ending) is.
+    pub(crate) fn kind(&self, line: &[u8]) -> LineKind {
+        if line.is_empty() {
+            return LineKind::Blank;
+        }
+        let (regex, text) = self.subject(line);
+        if self.join == Join::None {
+            return if regex.is_match(&text) {
+                LineKind::Head {
+                    key: 0,
+                    partial: false,
+                }
+            } else {
+                LineKind::Other
+            };
+        }
+        let mut locs = regex.capture_locations();
+        if regex.captures_read(&mut locs, &text).is_none() {
+            return LineKind::Other;
+        }
+        let group = |i: Option<usize>| i.and_then(|i| locs.get(i)).map(|(s, e)| &text[s..e]);
+        match self.join {
+            Join::Secondary => {
+                let key = group(self.key)
+                    .and_then(|p| std::str::from_utf8(p).ok())
+                    .and_then(|p| p.parse().ok())
+                    .unwrap_or(0);
+                let secondary = group(self.level).is_some_and(|severity| {
+                    matches!(
+                        severity,
+                        b"DETAIL" | b"HINT" | b"CONTEXT" | b"STATEMENT" | b"QUERY" | b"LOCATION"
+                    )
+                });
+                if secondary {
+                    LineKind::Secondary { key }
+                } else {
+                    LineKind::Head {
+                        key,
+                        partial: false,
+                    }
+                }
+            }
+            Join::Partial => LineKind::Head {
+                key: u64::from(group(self.key) == Some(b"stderr".as_slice())),
+                partial: group(self.tag) == Some(b"P".as_slice()),
+            },
+            Join::None => LineKind::Other,
+        }
+    }
+
+    /// Whether `kind` starts an event whatever came before it, given the
+    /// kind of the line before (`None`: unknown).
+    pub(crate) fn is_definite_start(&self, kind: LineKind, before: Option<LineKind>) -> bool {
+        match (kind, self.join) {
+            (LineKind::Head { .. }, Join::None | Join::Secondary) => true,
+            (LineKind::Head { key, .. }, Join::Partial) => match before {
+                Some(LineKind::Head {
+                    key: k,
+                    partial: true,
+                }) => k != key,
+                Some(_) => true,
+                None => false,
+            },
+            _ => false,
+        }
+    }
+
+    /// Whether the kind of a line depends on the line before it.
+    pub(crate) const fn needs_line_before(&self) -> bool {
+        matches!(self.join, Join::Partial)
+    }
+
+    /// The time of `line` when it certainly starts an event (`before`: the
+    /// line before it, `None` when unknown), for the window search.
+    pub(crate) fn start_time(
+        &self,
+        before: Option<&[u8]>,
+        line: &[u8],
+        reference: Timestamp,
+    ) -> Option<Timestamp> {
+        let kind = self.kind(line);
+        let before = if self.needs_line_before() {
+            before.map(|b| self.kind(b))
+        } else {
+            Some(LineKind::Blank)
+        };
+        if !self.is_definite_start(kind, before) {
+            return None;
+        }
+        self.head(line, reference).map(|head| head.timestamp)
+    }
+
+    /// The text a line adds to the event it joins: the whole line, but for
+    /// a PostgreSQL secondary line from its severity on, and for a CRI line
+    /// completing a partial one its message alone.
+    pub(crate) fn joined_text<'a>(&self, line: &'a [u8], kind: LineKind) -> Cow<'a, str> {
+        let from = match kind {
+            LineKind::Other | LineKind::Blank => None,
+            LineKind::Secondary { .. } => self.level,
+            LineKind::Head { .. } => Some(self.message),
+        };
+        let Some(group) = from else {
+            return String::from_utf8_lossy(line);
+        };
+        let (regex, text) = self.subject(line);
+        let mut locs = regex.capture_locations();
+        let span = regex
+            .captures_read(&mut locs, &text)
+            .and_then(|_| locs.get(group));
+        let Some((start, end)) = span else {
+            return String::from_utf8_lossy(line);
+        };
+        let end = if matches!(kind, LineKind::Secondary { .. }) {
+            text.len()
+        } else {
+            end
+        };
+        match text {
+            Cow::Borrowed(t) => String::from_utf8_lossy(&t[start..end]),
+            Cow::Owned(t) => Cow::Owned(String::from_utf8_lossy(&t[start..end]).into_owned()),
+        }
+    }
+
+    /// Reads a head line: `None` when the pattern does not match it or its
+    /// time does not parse (then the event is counted as unparsed).
+    pub(crate) fn head<'t>(&self, line: &'t [u8], reference: Timestamp) -> Option<Head<'t, '_>> {
+        let (regex, text) = self.subject(line);
+        let mut locs = regex.capture_locations();
+        regex.captures_read(&mut locs, &text)?;
+        let (start, end) = locs.get(self.timestamp)?;
+        let timestamp = self.time(&String::from_utf8_lossy(&text[start..end]), reference)?;
+        Some(Head {
+            text,
+            locs,
+            timestamp,
+            parser: self,
+        })
+    }
+
+    fn time(&self, text: &str, reference: Timestamp) -> Option<Timestamp> {
+        match &self.time {
+            HeadTime::Rule(rule) => rule.parse_text(text),
+            HeadTime::Preset(syntax, zone) => {
+                let zone = *zone;
+                match syntax {
+                    PresetTime::Iso => {
+                        if text.contains(',') {
+                            parse_rfc3339(&text.replace(',', "."), zone)
+                        } else {
+                            parse_rfc3339(text, zone)
+                        }
+                    }
+                    PresetTime::Postgres => parse_postgres(text, zone),
+                    PresetTime::Redis => parse_local(text, "%d %b %Y %H:%M:%S%.f", zone),
+                    PresetTime::Nginx => parse_local(text, "%Y/%m/%d %H:%M:%S", zone),
+                    PresetTime::Mariadb => parse_local(text, "%Y-%m-%d %H:%M:%S", zone)
+                        .or_else(|| parse_mariadb(text, zone)),
+                    PresetTime::Klog => parse_klog(text, zone, reference),
+                }
+            }
+        }
+    }
+}
+
+/// A matched head line.
+pub(crate) struct Head<'t, 'p> {
+    text: Cow<'t, [u8]>,
+    locs: CaptureLocations,
+    /// Its time.
+    pub(crate) timestamp: Timestamp,
+    parser: &'p EventParser,
+}
+
+impl Head<'_, '_> {
+    fn group(&self, index: usize) -> Option<Cow<'_, str>> {
+        self.locs
+            .get(index)
+            .map(|(s, e)| String::from_utf8_lossy(&self.text[s..e]))
+    }
+
+    /// The `message` group (empty when it did not take part in the match).
+    pub(crate) fn message(&self) -> Cow<'_, str> {
+        self.group(self.parser.message).unwrap_or(Cow::Borrowed(""))
+    }
+
+    /// The level, named as the preset names it.
+    fn level(&self) -> String {
+        let written = self
+            .parser
+            .level
+            .and_then(|i| self.group(i))
+            .unwrap_or(Cow::Borrowed(""));
+        let written = written.as_ref();
+        let named = match self.parser.levels {
+            Levels::AsWritten => written,
+            Levels::Postgres => match written {
+                s if s.starts_with("DEBUG") => "debug",
+                "LOG" | "INFO" => "info",
+                "NOTICE" => "notice",
+                "WARNING" => "warning",
+                "ERROR" => "error",
+                "FATAL" => "fatal",
+                "PANIC" => "panic",
+                other => other,
+            },
+            Levels::RedisMark => match written {
+                "." | "-" => "debug",
+                "*" => "notice",
+                "#" => "warning",
+                other => other,
+            },
+            Levels::Mariadb => match written {
+                "Note" | "System" | "Info" => "info",
+                "Warning" => "warning",
+                "ERROR" => "error",
+                "Debug" => "debug",
+                other => other,
+            },
+            Levels::Klog => match written {
+                "I" => "info",
+                "W" => "warning",
+                "E" => "error",
+                "F" => "fatal",
+                other => other,
+            },
+        };
+        named.to_owned()
+    }
+
+    /// The event, with `message` (the head's message and its continuation).
+    pub(crate) fn into_event(self, message: String, tail: &Tail) -> RawLogEvent {
+        let mut fields = Fields::new();
+        for (index, name) in &self.parser.fields {
+            if let Some(value) = self.group(*index) {
+                fields.insert(name, Value::String(value.into_owned()));
+            }
+        }
+        if tail.dropped_lines > 0 {
+            fields.insert(
+                "continuation_lines_dropped",
+                Value::from(tail.dropped_lines),
+            );
+        }
+        if tail.partial {
+            fields.insert("partial", Value::Bool(true));
+        }
+        RawLogEvent {
+            timestamp: self.timestamp,
+            level: self.level(),
+            message,
+            fields: fields.into_map(),
+        }
+    }
+}
+
+/// What an event holds beyond its head line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Tail {
+    /// The continuation text kept, each line after a `\n` (a CRI piece
+    /// without one).
+    pub(crate) text: String,
+    /// Continuation lines kept.
+    pub(crate) lines: usize,
+    /// Continuation lines beyond the bounds.
+    pub(crate) dropped_lines: u64,
+    /// Whether it ends with a CRI partial line no line completed.
+    pub(crate) partial: bool,
+}
+
+impl Tail {
+    /// The event's message: the head's message and the continuation.
+    pub(crate) fn message(&self, head: &str) -> String {
+        let mut message = String::with_capacity(head.len() + self.text.len());
+        message.push_str(head);
+        message.push_str(&self.text);
+        message
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::file::time::{Layout, parse_zone};
+
+    fn at(text: &str) -> Timestamp {
+        Timestamp::parse(text).unwrap()
+    }
+
+    fn utc() -> Zone {
+        parse_zone("UTC").unwrap()
+    }
+
+    /// One real line of each preset (the docs show the same lines) and what
+    /// it yields.
+    #[test]
+    fn presets_read_their_writers_lines() {
+        let reference = at("2026-12-01T15:00:00Z");
+        // (preset, line, time, level, message, fields)
+        type Case = (
+            &'static str,
+            &'static str,
+            &'static str,
+            &'static str,
+            &'static str,
+            &'static [(&'static str, &'static str)],
+        );
+        let cases: [Case; 7] = [
+            (
+                "spring_boot",
+                "2026-12-01T14:00:00.123+01:00 ERROR 4242 --- [nio-8080-exec-1] c.e.order.PaymentClient                  : Payment call failed",
+                "2026-12-01T13:00:00.123Z",
+                "ERROR",
+                "Payment call failed",
+                &[
+                    ("pid", "4242"),
+                    ("thread", "nio-8080-exec-1"),
+                    ("logger", "c.e.order.PaymentClient"),
+                ],
+            ),
+            (
+                "postgresql",
+                "2026-12-01 14:00:00.123 UTC [4242] ERROR:  duplicate key value violates unique constraint \"orders_pkey\"",
+                "2026-12-01T14:00:00.123Z",
+                "error",
+                "duplicate key value violates unique constraint \"orders_pkey\"",
+                &[("pid", "4242")],
+            ),
+            (
+                "redis",
+                "4242:M 01 Dec 2026 14:00:00.123 # WARNING Memory overcommit must be enabled!",
+                "2026-12-01T14:00:00.123Z",
+                "warning",
+                "WARNING Memory overcommit must be enabled!",
+                &[("pid", "4242"), ("role", "M")],
+            ),
+            (
+                "nginx_error",
+                "2026/12/01 14:00:00 [error] 4242#4242: *7 open() \"/srv/www/missing\" failed (2: No such file or directory), client: 127.0.0.1",
+                "2026-12-01T14:00:00Z",
+                "error",
+                "open() \"/srv/www/missing\" failed (2: No such file or directory), client: 127.0.0.1",
+                &[("pid", "4242"), ("tid", "4242"), ("connection", "7")],
+            ),
+            (
+                "mariadb_error",
+                "2026-12-01  9:05:01 7 [Warning] Access denied for user 'app'@'localhost' (using password: YES)",
+                "2026-12-01T09:05:01Z",
+                "warning",
+                "Access denied for user 'app'@'localhost' (using password: YES)",
+                &[("thread", "7")],
+            ),
+            (
+                "klog",
+                "E1201 14:00:00.123456    4242 reflector.go:147] Failed to watch *v1.Pod: connection refused",
+                "2026-12-01T14:00:00.123Z",
+                "error",
+                "Failed to watch *v1.Pod: connection refused",
+                &[("thread", "4242"), ("source", "reflector.go:147")],
+            ),
+            (
+                "cri",
+                "2026-12-01T14:00:00.123456789Z stderr F panic: runtime error",
+                "2026-12-01T14:00:00.123Z",
+                "",
+                "panic: runtime error",
+                &[("stream", "stderr")],
+            ),
+        ];
+        for (name, line, time, level, message, fields) in cases {
+            let parser = EventParser::preset(preset(name).unwrap(), utc());
+            assert!(
+                matches!(parser.kind(line.as_bytes()), LineKind::Head { .. }),
+                "{name}"
+            );
+            let head = parser.head(line.as_bytes(), reference).expect(name);
+            assert_eq!(head.timestamp, at(time), "{name}");
+            let message_text = head.message().into_owned();
+            let event = head.into_event(message_text, &Tail::default());
+            assert_eq!(event.level, level, "{name}");
+            assert_eq!(event.message, message, "{name}");
+            for (key, value) in fields {
+                assert_eq!(event.fields[*key], *value, "{name} {key}");
+            }
+            assert!(!event.fields.contains_key("tag"), "{name}");
+            // Continuation lines are not heads.
+            for other in [
+                "\tat com.example.Order.pay(Order.java:42)",
+                "Caused by: x",
+                "  FROM t",
+            ] {
+                assert_eq!(parser.kind(other.as_bytes()), LineKind::Other, "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn preset_time_variants() {
+        let spring = EventParser::preset(preset("spring_boot").unwrap(), utc());
+        let reference = at("2026-12-01T15:00:00Z");
+        for (line, time) in [
+            // Spring Boot 2: no offset, the zone applies; logback's comma.
+            (
+                "2026-12-01 14:00:00.123  INFO 1 --- [           main] o.s.b.StartupInfoLogger : Started",
+                "2026-12-01T14:00:00.123Z",
+            ),
+            (
+                "2026-12-01 14:00:00,250 ERROR 1 --- [main] x.Y : boom",
+                "2026-12-01T14:00:00.250Z",
+            ),
+            // Spring Boot 3.4: the application name before the thread.
+            (
+                "2026-12-01T14:00:00.123Z  WARN 7 --- [orders] [           main] o.s.Foo : slow",
+                "2026-12-01T14:00:00.123Z",
+            ),
+        ] {
+            let head = spring.head(line.as_bytes(), reference).expect(line);
+            assert_eq!(head.timestamp, at(time), "{line}");
+        }
+        let head = spring
+            .head(
+                "2026-12-01T14:00:00.123Z  WARN 7 --- [orders] [           main] o.s.Foo : slow"
+                    .as_bytes(),
+                reference,
+            )
+            .unwrap();
+        let event = head.into_event(String::new(), &Tail::default());
+        assert_eq!(event.fields["application"], "orders");
+        assert_eq!(event.fields["thread"], "main");
+        let pg = EventParser::preset(preset("postgresql").unwrap(), parse_zone("+01:00").unwrap());
+        for (line, time) in [
+            (
+                "2026-12-01 14:00:00.123 CET [9] LOG:  x",
+                "2026-12-01T13:00:00.123Z",
+            ),
+            (
+                "2026-12-01 14:00:00 +03 [9] LOG:  x",
+                "2026-12-01T11:00:00Z",
+            ),
+            (
+                "2026-12-01 14:00:00.5 GMT [9] app@shop FATAL:  password authentication failed for user \"app\"",
+                "2026-12-01T14:00:00.500Z",
+            ),
+        ] {
+            let head = pg.head(line.as_bytes(), reference).expect(line);
+            assert_eq!(head.timestamp, at(time), "{line}");
+        }
+        let mariadb = EventParser::preset(preset("mariadb_error").unwrap(), utc());
+        let head = mariadb
+            .head(
+                "261201 14:00:00 [ERROR] mysqld: Table 'x' is marked as crashed".as_bytes(),
+                reference,
+            )
+            .unwrap();
+        assert_eq!(head.timestamp, at("2026-12-01T14:00:00Z"));
+        // klog's year: the one that puts the time at most a day after the reference.
+        let klog = EventParser::preset(preset("klog").unwrap(), utc());
+        let new_year = at("2026-01-01T00:30:00Z");
+        let head = klog
+            .head(
+                "W1231 23:59:00.000001       1 x.go:1] late".as_bytes(),
+                new_year,
+            )
+            .unwrap();
+        assert_eq!(head.timestamp, at("2025-12-31T23:59:00Z"));
+    }
+
+    #[test]
+    fn custom_patterns_are_checked() {
+        let rule = TimeRule::default();
+        assert!(EventParser::custom(r"^(?P<timestamp>\S+) (?P<message>.*)$", rule.clone()).is_ok());
+        for (pattern, needle) in [
+            (r"^(?P<timestamp>\S+ (?P<message>.*)$", "valid"),
+            (r"^(?P<time>\S+) (?P<message>.*)$", "timestamp"),
+            (r"^(?P<timestamp>\S+) (?P<msg>.*)$", "message"),
+            (r"^(?P<timestamp>\S*)\s*(?P<message>.*)$", "empty line"),
+            (r"(?P<timestamp>)(?P<message>)", "empty line"),
+        ] {
+            let error = EventParser::custom(pattern, rule.clone()).unwrap_err();
+            assert!(error.contains(needle), "{pattern}: {error}");
+        }
+        let custom = EventParser::custom(
+            r"^(?P<timestamp>\d{2}\.\d{2}\.\d{4} \d{2}:\d{2}:\d{2}) <(?P<level>\w+)> \[(?P<component>\w+)\] (?P<message>.*)$",
+            TimeRule {
+                layout: Layout::Strftime("%d.%m.%Y %H:%M:%S".into()),
+                zone: utc(),
+            },
+        )
+        .unwrap();
+        let head = custom
+            .head(
+                "01.12.2026 14:00:00 <Fehler> [db] Verbindung verloren".as_bytes(),
+                at("2026-12-01T15:00:00Z"),
+            )
+            .unwrap();
+        assert_eq!(head.timestamp, at("2026-12-01T14:00:00Z"));
+        let event = head.into_event("Verbindung verloren".into(), &Tail::default());
+        assert_eq!(event.level, "Fehler");
+        assert_eq!(event.fields["component"], "db");
+        // A matching line whose time does not parse is no head.
+        assert!(
+            custom
+                .head(
+                    "99.99.2026 14:00:00 <x> [y] z".as_bytes(),
+                    at("2026-12-01T15:00:00Z")
+                )
+                .is_none()
+        );
+    }
+
+    /// ASCII lines are matched with the pattern compiled without Unicode
+    /// classes, other lines with the pattern as written: the same answers.
+    #[test]
+    fn custom_patterns_keep_their_unicode_meaning() {
+        let parser = EventParser::custom(
+            r"^(?P<timestamp>\S+) (?P<who>\w+): (?P<message>.*)$",
+            TimeRule::default(),
+        )
+        .unwrap();
+        assert!(parser.ascii.is_some());
+        let reference = at("2026-12-01T15:00:00Z");
+        for (line, who) in [
+            ("2026-12-01T14:00:00Z app: ok", "app"),
+            ("2026-12-01T14:00:00Z zoë: ça marche", "zoë"),
+            ("2026-12-01T14:00:00Z 服务: 超时", "服务"),
+        ] {
+            let head = parser.head(line.as_bytes(), reference).expect(line);
+            let event = head.into_event(String::new(), &Tail::default());
+            assert_eq!(event.fields["who"], who, "{line}");
+        }
+        assert_eq!(
+            parser.kind(b"2026-12-01T14:00:00Z \xff\xfe: x"),
+            LineKind::Other
+        );
+        let greek = EventParser::custom(
+            r"^(?P<timestamp>\S+) \p{Greek}+ (?P<message>.*)$",
+            TimeRule::default(),
+        )
+        .unwrap();
+        assert!(greek.ascii.is_none(), "needs Unicode");
+    }
+
+    #[test]
+    fn join_rules() {
+        let pg = EventParser::preset(preset("postgresql").unwrap(), utc());
+        assert_eq!(
+            pg.kind(b"2026-12-01 14:00:00.123 UTC [42] DETAIL:  Key (id)=(1) already exists."),
+            LineKind::Secondary { key: 42 }
+        );
+        assert_eq!(
+            pg.joined_text(
+                b"2026-12-01 14:00:00.123 UTC [42] STATEMENT:  INSERT INTO t VALUES (1)",
+                LineKind::Secondary { key: 42 }
+            ),
+            "STATEMENT:  INSERT INTO t VALUES (1)"
+        );
+        let cri = EventParser::preset(preset("cri").unwrap(), utc());
+        let p = cri.kind(b"2026-12-01T14:00:00.1Z stdout P first half, ");
+        assert_eq!(
+            p,
+            LineKind::Head {
+                key: 0,
+                partial: true
+            }
+        );
+        let f = cri.kind(b"2026-12-01T14:00:00.2Z stdout F second half");
+        assert!(!cri.is_definite_start(f, Some(p)));
+        assert!(cri.is_definite_start(f, Some(f)));
+        assert!(!cri.is_definite_start(f, None));
+        let other_stream = cri.kind(b"2026-12-01T14:00:00.2Z stderr F other");
+        assert!(cri.is_definite_start(other_stream, Some(p)));
+        assert_eq!(
+            cri.joined_text(b"2026-12-01T14:00:00.2Z stdout F second half", f),
+            "second half"
+        );
+        assert_eq!(cri.kind(b""), LineKind::Blank);
+    }
+}
