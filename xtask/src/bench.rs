@@ -1,83 +1,82 @@
-//! `cargo xtask bench <target>`: benchmarks that need more than criterion.
+//! `cargo xtask bench <name> [--record]`: the benchmarks of the `aci-bench`
+//! crate (`benches/`), each against a baseline measured in the same run.
+//! docs/benchmarks.md says, per benchmark, what it measures, what its ratio
+//! means and its goal.
 //!
-//! - `bench redis` builds and runs the `bench_redis` example of
-//!   `store-redis` in release mode; it spawns its own `redis-server` (and a
-//!   3-node cluster) and prints round trips per READY invocation, memory per
-//!   record, throughput against same-run baselines (the bare scripts through
-//!   the same client, and `redis-benchmark` sending the same script calls),
-//!   and a machine-readable last line
-//!   (`round_trips=2 ratio_c1=… ratio_c16=… ratio_c64=… anchor_c1=… anchor_c16=… anchor_c64=… cluster_c64=…`).
-//! - `bench instructions` counts instructions per READY call, which repeat
+//! A bench's output is its own; its last line is machine-readable. With
+//! `--record`, that line becomes the bench's row of the "last measured"
+//! table in docs/benchmarks.md ([`crate::record`]).
+//!
+//! - `redis`, `http`, `knowledge`, `logs`, `log_projection`, `boundary`,
+//!   `redaction`: `cargo bench -p aci-bench --bench <name>` (release
+//!   build). `http` and `knowledge` get `ACI_BIN`, the release `aci` binary
+//!   built first; `knowledge` is built with the `jieba` feature (the
+//!   segmenter comparison). `ACI_BENCH_*` variables reach the bench (see
+//!   its docs).
+//! - `instructions` counts instructions per READY call, which repeat
 //!   from run to run where times do not: the memory store through the
 //!   boundary, and the Redis store's client side (through the boundary, and
-//!   the bare create + finalize calls). Each case runs twice with different
-//!   call counts under `perf stat -e instructions:u` when the machine
-//!   counts instructions, else `valgrind --tool=callgrind`; the difference
-//!   over the difference in calls is the figure (start-up cancels out). It
-//!   says which counter it used; callgrind's files stay in
-//!   `target/callgrind/` for `callgrind_annotate`.
-//! - `bench http` builds the release `aci` binary and the `bench_http`
-//!   example of `aci-cli`, then runs the example: one and three `aci serve
-//!   --http` replicas, driven by the rmcp client and by a lean HTTP/1.1
-//!   client, against the same calls made directly on the boundary, on one
-//!   spawned `redis-server`, in rounds (medians and per-round ratios); each
-//!   row prints CPU time per call of the client, the replicas and Redis
-//!   (last line `ratio_rendered_c1=… ratio_raw1r_c16=…`). `ACI_BENCH_*`
-//!   variables reach the example (see its docs).
-//! - `bench logs` runs the log files bench of `projectors-logs` (`cargo
-//!   bench --bench files`): 1 GiB of JSON lines and 1 GiB of `spring_boot`
-//!   (multi-line) logs, generated in a temp dir and deleted, the window
-//!   search against a whole-file read and `grep -c`, the multi-line full
-//!   scan against `json_lines` (`ACI_BENCH_LOG_MIB`,
-//!   `ACI_BENCH_LOG_FORMATS=json|spring_boot`).
+//!   the bare create + finalize calls), the `instructions_*` binaries of
+//!   `aci-bench`. Each case runs twice with different call counts under
+//!   `perf stat -e instructions:u` when the machine counts instructions,
+//!   else `valgrind --tool=callgrind`; the difference over the difference in
+//!   calls is the figure (start-up cancels out). It says which counter it
+//!   used; callgrind's files stay in `target/callgrind/` for
+//!   `callgrind_annotate`.
 
+use std::io::{BufRead as _, BufReader, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
-/// Runs the Redis store benchmark from the workspace root. Its output is the
-/// benchmark's own, so its last line stays the machine-readable one.
-pub(crate) fn redis(workspace_root: &Path) -> ExitCode {
-    let status = Command::new(cargo())
-        .current_dir(workspace_root)
-        .args([
-            "run",
-            "--quiet",
-            "--release",
-            "--package",
-            "store-redis",
-            "--features",
-            "testing",
-            "--example",
-            "bench_redis",
-        ])
-        .status();
-    match status {
-        Ok(status) if status.success() => ExitCode::SUCCESS,
-        Ok(status) => {
-            eprintln!("the Redis benchmark failed ({status})");
-            ExitCode::FAILURE
-        }
-        Err(error) => {
-            eprintln!("could not run cargo: {error}");
-            ExitCode::FAILURE
-        }
-    }
+/// The benches `cargo bench -p aci-bench` runs: name, whether it needs the
+/// release `aci` binary, its extra features.
+const CARGO_BENCHES: [(&str, bool, &[&str]); 7] = [
+    ("redis", false, &[]),
+    ("http", true, &[]),
+    ("knowledge", true, &["jieba"]),
+    ("logs", false, &[]),
+    ("log_projection", false, &[]),
+    ("boundary", false, &[]),
+    ("redaction", false, &[]),
+];
+
+/// Every bench name `cargo xtask bench` takes.
+pub(crate) fn names() -> Vec<&'static str> {
+    CARGO_BENCHES
+        .iter()
+        .map(|(name, _, _)| *name)
+        .chain(["instructions"])
+        .collect()
 }
 
-/// Runs the log files benchmark from the workspace root.
-pub(crate) fn logs(workspace_root: &Path) -> ExitCode {
-    let status = Command::new(cargo())
-        .current_dir(workspace_root)
-        .args(["bench", "--package", "projectors-logs", "--bench", "files"])
-        .status();
-    match status {
-        Ok(status) if status.success() => ExitCode::SUCCESS,
-        Ok(status) => {
-            eprintln!("the log files benchmark failed ({status})");
-            ExitCode::FAILURE
+/// Runs bench `name`; with `record`, writes its last line into
+/// docs/benchmarks.md.
+pub(crate) fn run(workspace_root: &Path, name: &str, record: bool) -> ExitCode {
+    let last = if name == "instructions" {
+        run_instructions(workspace_root)
+    } else if let Some((_, needs_aci, features)) =
+        CARGO_BENCHES.iter().find(|(bench, _, _)| *bench == name)
+    {
+        run_cargo_bench(workspace_root, name, *needs_aci, features)
+    } else {
+        Err(format!(
+            "no bench named {name}; one of: {}",
+            names().join(", ")
+        ))
+    };
+    let outcome = last.and_then(|last| {
+        if !record {
+            return Ok(());
         }
-        Err(error) => {
-            eprintln!("could not run cargo: {error}");
+        let doc = workspace_root.join("docs").join("benchmarks.md");
+        crate::record::write(&doc, name, &last)?;
+        println!("recorded in {}", doc.display());
+        Ok(())
+    });
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("{message}");
             ExitCode::FAILURE
         }
     }
@@ -87,40 +86,105 @@ fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
 }
 
+fn target_dir(workspace_root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace_root.join("target"), Into::into)
+}
+
+/// Builds the release `aci` binary; its path.
+fn build_aci(workspace_root: &Path) -> Result<PathBuf, String> {
+    let status = Command::new(cargo())
+        .current_dir(workspace_root)
+        .args(["build", "--quiet", "--release", "--package", "aci-cli"])
+        .args(["--bin", "aci"])
+        .status()
+        .map_err(|e| format!("could not run cargo: {e}"))?;
+    if !status.success() {
+        return Err(format!("building the release aci binary failed ({status})"));
+    }
+    Ok(target_dir(workspace_root).join("release").join("aci"))
+}
+
+/// `cargo bench -p aci-bench --bench <name>`, its output passed through;
+/// its last non-empty line.
+fn run_cargo_bench(
+    workspace_root: &Path,
+    name: &str,
+    needs_aci: bool,
+    features: &[&str],
+) -> Result<String, String> {
+    let mut command = Command::new(cargo());
+    command.current_dir(workspace_root).args([
+        "bench",
+        "--quiet",
+        "--package",
+        "aci-bench",
+        "--bench",
+        name,
+    ]);
+    for feature in features {
+        command.args(["--features", feature]);
+    }
+    if needs_aci {
+        command.env("ACI_BIN", build_aci(workspace_root)?);
+    }
+    let mut child = command
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("could not run cargo: {e}"))?;
+    let mut last = String::new();
+    if let Some(stdout) = child.stdout.take() {
+        let mut out = std::io::stdout();
+        for line in BufReader::new(stdout).lines() {
+            let line = line.map_err(|e| format!("reading the bench's output: {e}"))?;
+            // A closed stdout (a pager quit) must not stop the bench.
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+            if !line.trim().is_empty() {
+                last = line;
+            }
+        }
+    }
+    let status = child
+        .wait()
+        .map_err(|e| format!("waiting for cargo: {e}"))?;
+    if status.success() {
+        Ok(last)
+    } else {
+        Err(format!("the {name} benchmark failed ({status})"))
+    }
+}
+
 /// Calls per run: the figure is (count(LONG) - count(SHORT)) / (LONG - SHORT).
 const SHORT: u64 = 200;
 const LONG: u64 = 1200;
 
-/// One measured case: which example, with which mode argument.
+/// One measured case: which `aci-bench` binary, with which mode argument,
+/// and its key in the last line.
 struct Case {
     label: &'static str,
-    package: &'static str,
-    features: &'static [&'static str],
-    example: &'static str,
+    binary: &'static str,
     mode: &'static str,
+    key: &'static str,
 }
 
 const CASES: [Case; 3] = [
     Case {
         label: "memory store, through the boundary",
-        package: "store-memory",
-        features: &[],
-        example: "instructions_memory",
+        binary: "instructions_memory",
         mode: "boundary",
+        key: "memory_boundary",
     },
     Case {
         label: "Redis store (client side), through the boundary",
-        package: "store-redis",
-        features: &["testing"],
-        example: "instructions_redis",
+        binary: "instructions_redis",
         mode: "boundary",
+        key: "redis_boundary",
     },
     Case {
         label: "Redis store (client side), bare create + finalize",
-        package: "store-redis",
-        features: &["testing"],
-        example: "instructions_redis",
+        binary: "instructions_redis",
         mode: "bare",
+        key: "redis_bare",
     },
 ];
 
@@ -152,6 +216,13 @@ impl Counter {
             .then_some(Self::Callgrind)
     }
 
+    const fn key(self) -> &'static str {
+        match self {
+            Self::Perf => "perf",
+            Self::Callgrind => "callgrind",
+        }
+    }
+
     const fn name(self) -> &'static str {
         match self {
             Self::Perf => "perf stat -e instructions:u",
@@ -181,86 +252,29 @@ fn parse_callgrind(text: &str) -> Option<u64> {
         .and_then(|count| count.parse().ok())
 }
 
-/// Runs the HTTP server benchmark from the workspace root.
-pub(crate) fn http(workspace_root: &Path) -> ExitCode {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let built = Command::new(&cargo)
-        .current_dir(workspace_root)
-        .args([
-            "build",
-            "--quiet",
-            "--release",
-            "--package",
-            "aci-cli",
-            "--bin",
-            "aci",
-            "--example",
-            "bench_http",
-        ])
-        .status();
-    match built {
-        Ok(status) if status.success() => {}
-        Ok(status) => {
-            eprintln!("building the HTTP benchmark failed ({status})");
-            return ExitCode::FAILURE;
-        }
-        Err(error) => {
-            eprintln!("could not run cargo: {error}");
-            return ExitCode::FAILURE;
-        }
-    }
-    let release = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| workspace_root.join("target"), Into::into)
-        .join("release");
-    let status = Command::new(release.join("examples").join("bench_http"))
-        .current_dir(workspace_root)
-        .env("ACI_BIN", release.join("aci"))
-        .status();
-    match status {
-        Ok(status) if status.success() => ExitCode::SUCCESS,
-        Ok(status) => {
-            eprintln!("the HTTP benchmark failed ({status})");
-            ExitCode::FAILURE
-        }
-        Err(error) => {
-            eprintln!("could not run the HTTP benchmark: {error}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-/// Counts instructions per READY call; see the module docs.
-pub(crate) fn instructions(workspace_root: &Path) -> ExitCode {
-    match run_instructions(workspace_root) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("{message}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn run_instructions(workspace_root: &Path) -> Result<(), String> {
+/// Counts instructions per READY call (see the module docs); the last line.
+fn run_instructions(workspace_root: &Path) -> Result<String, String> {
     let counter = Counter::detect().ok_or(
         "neither `perf stat -e instructions:u` nor valgrind works here (apt-get install valgrind)",
     )?;
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| workspace_root.join("target"), PathBuf::from);
+    let target = target_dir(workspace_root);
     let out_dir = target.join("callgrind");
     std::fs::create_dir_all(&out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
-    for case in &CASES {
-        let mut build = Command::new(cargo());
-        build
-            .current_dir(workspace_root)
-            .args(["build", "--quiet", "--release", "--package", case.package])
-            .args(["--example", case.example]);
-        for feature in case.features {
-            build.args(["--features", feature]);
-        }
-        let status = build.status().map_err(|e| format!("cargo: {e}"))?;
-        if !status.success() {
-            return Err(format!("building {} failed", case.example));
-        }
+    let status = Command::new(cargo())
+        .current_dir(workspace_root)
+        .args(["build", "--quiet", "--release", "--package", "aci-bench"])
+        .args([
+            "--bin",
+            "instructions_memory",
+            "--bin",
+            "instructions_redis",
+        ])
+        .status()
+        .map_err(|e| format!("cargo: {e}"))?;
+    if !status.success() {
+        return Err(format!(
+            "building the instructions binaries failed ({status})"
+        ));
     }
     println!(
         "instructions per READY call, counted with {} (client process only; start-up cancels out: runs of {LONG} and {SHORT} calls after a warm-up, difference / {}), current-thread runtime, the fake tool of invocation-core:",
@@ -268,20 +282,23 @@ fn run_instructions(workspace_root: &Path) -> Result<(), String> {
         LONG - SHORT
     );
     let mut figures = Vec::new();
+    let mut last = Vec::new();
     for case in &CASES {
-        let binary = target.join("release").join("examples").join(case.example);
+        let binary = target.join("release").join(case.binary);
         let short = count(counter, &binary, case, SHORT, &out_dir)?;
         let long = count(counter, &binary, case, LONG, &out_dir)?;
         let per_call = long.saturating_sub(short) / (LONG - SHORT);
         println!("  {:<52} {per_call:>9}", case.label);
         figures.push(per_call);
+        last.push(format!("{}={per_call}", case.key));
     }
     if let [_, boundary, bare] = figures[..] {
+        let own = boundary.saturating_sub(bare);
         println!(
-            "  {:<52} {:>9}",
+            "  {:<52} {own:>9}",
             "Redis: the boundary's own work (boundary - bare)",
-            boundary.saturating_sub(bare)
         );
+        last.push(format!("redis_boundary_own={own}"));
     }
     if counter == Counter::Callgrind {
         println!(
@@ -289,7 +306,9 @@ fn run_instructions(workspace_root: &Path) -> Result<(), String> {
             out_dir.display()
         );
     }
-    Ok(())
+    let last = format!("counter={} {}", counter.key(), last.join(" "));
+    println!("{last}");
+    Ok(last)
 }
 
 fn count(
@@ -311,12 +330,12 @@ fn count(
                 .map_err(|e| format!("perf: {e}"))?;
             let stderr = String::from_utf8_lossy(&output.stderr);
             if !output.status.success() {
-                return Err(format!("{} {} failed: {stderr}", case.example, case.mode));
+                return Err(format!("{} {} failed: {stderr}", case.binary, case.mode));
             }
             parse_perf(&stderr).ok_or_else(|| format!("perf printed no count: {stderr}"))
         }
         Counter::Callgrind => {
-            let file = out_dir.join(format!("{}-{}-{calls}.out", case.example, case.mode));
+            let file = out_dir.join(format!("{}-{}-{calls}.out", case.binary, case.mode));
             let output = Command::new("valgrind")
                 .arg("--tool=callgrind")
                 .arg(format!("--callgrind-out-file={}", file.display()))
@@ -328,7 +347,7 @@ fn count(
             if !output.status.success() {
                 return Err(format!(
                     "{} {} under callgrind failed: {}",
-                    case.example,
+                    case.binary,
                     case.mode,
                     String::from_utf8_lossy(&output.stderr)
                 ));

@@ -4,23 +4,25 @@
 //!   content changed are written; extra `.json` files are removed).
 //! - `schema --check`: fail with a diff and the regenerate command when the
 //!   committed schemas differ from the contracts, are missing, or are extra.
-//! - `bench redis`: the Redis store benchmark (spawns its own redis-server).
-//! - `bench instructions`: instructions per READY call, memory and Redis.
-//! - `bench http`: `aci serve --http` (one and three replicas) against the
-//!   direct boundary (spawns its own redis-server).
-//! - `bench logs`: the log files source over generated 1 GiB files (JSON
-//!   lines and multi-line `spring_boot`) against same-run baselines.
-//! - `bench knowledge`: knowledge retrieval quality (recall, MRR per language)
-//!   and speed (index build, reopen, query latency, second-process `aci call`).
+//! - `bench <name> [--record]`: one benchmark of the `aci-bench` crate
+//!   (`redis`, `http`, `knowledge`, `logs`, `log_projection`, `boundary`,
+//!   `redaction`, `instructions`); `--record` writes its last line into the
+//!   "last measured" table of docs/benchmarks.md, which says what each
+//!   measures and its goal.
 
 mod bench;
-mod bench_knowledge;
+mod record;
 mod schema;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: cargo xtask schema [--check] | cargo xtask bench redis | cargo xtask bench instructions | cargo xtask bench http | cargo xtask bench knowledge | cargo xtask bench logs";
+fn usage() -> String {
+    format!(
+        "usage: cargo xtask schema [--check] | cargo xtask bench <name> [--record]\n  bench names: {}",
+        bench::names().join(", ")
+    )
+}
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -28,13 +30,12 @@ fn main() -> ExitCode {
     match args.as_slice() {
         ["schema"] => report(schema::write(&schemas_dir())),
         ["schema", "--check"] => report(schema::check(&schemas_dir())),
-        ["bench", "redis"] => bench::redis(&workspace_root()),
-        ["bench", "instructions"] => bench::instructions(&workspace_root()),
-        ["bench", "http"] => bench::http(&workspace_root()),
-        ["bench", "knowledge"] => bench_knowledge::knowledge(&workspace_root()),
-        ["bench", "logs"] => bench::logs(&workspace_root()),
+        ["bench", name] => bench::run(&workspace_root(), name, false),
+        ["bench", name, "--record"] | ["bench", "--record", name] => {
+            bench::run(&workspace_root(), name, true)
+        }
         _ => {
-            eprintln!("{USAGE}");
+            eprintln!("{}", usage());
             ExitCode::from(2)
         }
     }

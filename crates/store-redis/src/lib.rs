@@ -66,7 +66,7 @@
 //!
 //! Script calls are built straight into one command buffer (no
 //! intermediate `String` per argument; each payload copied once before the
-//! driver packs it). `docs/performance.md` has the measurements.
+//! driver packs it). `docs/benchmarks.md` has the benchmark.
 //!
 //! # Configuration
 //!

@@ -13,7 +13,7 @@
 //! work-stealing runtime made about 1.7 context switches per call, and on a
 //! single worker thread 0.03 with a fifth less CPU per call; served by these
 //! workers, the HTTP benchmark's replica went from about 560 to about 470 µs
-//! of CPU per call in the same rounds (docs/performance.md).
+//! of CPU per call in the same rounds (docs/benchmarks.md).
 //!
 //! # How
 //!

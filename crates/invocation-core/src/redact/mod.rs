@@ -153,11 +153,10 @@
 //! documentation example key, a known test password.
 //!
 //! To see what the rules do to real text (false positives, missed
-//! secrets), `cargo run -p invocation-core --example redact_scan -- FILE...`
-//! prints every line that would carry a marker (redacted) and the counts per
-//! rule. `tests/data/redaction_corpus/` holds real secret-free lines that must
-//! get no marker; `cargo bench -p invocation-core --bench redaction` measures
-//! the cost.
+//! secrets), `cargo run -p aci-bench --bin redact_scan -- FILE...` prints
+//! every line that would carry a marker (redacted) and the counts per rule.
+//! `tests/data/redaction_corpus/` holds real secret-free lines that must get
+//! no marker; `cargo xtask bench redaction` measures the cost.
 
 mod config;
 mod redactor;

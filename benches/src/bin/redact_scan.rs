@@ -3,7 +3,7 @@
 //! how a false positive (or a missed secret) is found on real logs before
 //! the model ever sees them.
 //!
-//! Run with `cargo run -p invocation-core --example redact_scan -- FILE...`
+//! Run with `cargo run -p aci-bench --bin redact_scan -- FILE...`
 //! (add `--quiet` to print only the counts). The lines printed are the
 //! redacted ones: this prints no secret it finds.
 

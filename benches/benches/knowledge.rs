@@ -2,7 +2,7 @@
 //! knowledge base.
 //!
 //! 1. Recall@1, recall@5 and MRR per language on the labeled query set
-//!    (`tests/data/labeled_queries.json`) over the bundled English and
+//!    (`crates/projectors-rag/tests/data/labeled_queries.json`) over the bundled English and
 //!    Chinese runbooks, for each CJK segmenter built in (CJK bigrams; jieba
 //!    with the `jieba` feature): the comparison that chose the analyzer.
 //! 2. Over a generated directory of 3,000 files (about 24 MB, English,
@@ -30,8 +30,13 @@ const FILE_BYTES: usize = 8000;
 const QUERIES: usize = 300;
 
 fn main() {
-    let queries =
-        LabeledQuery::parse_set(include_str!("../tests/data/labeled_queries.json")).unwrap();
+    if !aci_bench::full_run() {
+        return;
+    }
+    let queries = LabeledQuery::parse_set(include_str!(
+        "../../crates/projectors-rag/tests/data/labeled_queries.json"
+    ))
+    .unwrap();
     println!("== retrieval quality: {} labeled queries", queries.len());
     let segmenters = [
         Some(CjkSegmenter::Bigram),

@@ -12,7 +12,7 @@
 //! fingerprinting, validation, the observation and the store's bookkeeping.
 //! Targets: ratio at most 3x for `1kib`, at most 1.3x for `1mib_raw`.
 //!
-//! Run with `cargo bench -p invocation-core --bench boundary`.
+//! Run with `cargo xtask bench boundary`.
 
 // `criterion_group!` generates an undocumented function; a failed expectation
 // aborts the benchmark.

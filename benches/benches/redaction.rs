@@ -3,7 +3,7 @@
 //!
 //! The corpus is realistic evidence, one text per log line / cell / runbook
 //! line, as a projector redacts it: the secret-free real lines of
-//! `tests/data/redaction_corpus/` and the bundled runbooks
+//! `crates/invocation-core/tests/data/redaction_corpus/` and the bundled runbooks
 //! (`crates/projectors-rag/knowledge/`), with secrets of several rules
 //! planted into a share of the texts (`clean`: none; `mixed`: 2 %;
 //! `dirty`: 20 %).
@@ -14,7 +14,7 @@
 //! automaton, runs the regexes of the rules whose keywords it found, and
 //! replaces and counts. Target: ratio at most 1.5x on `mixed`.
 //!
-//! Run with `cargo bench -p invocation-core --bench redaction`.
+//! Run with `cargo xtask bench redaction`.
 
 // `criterion_group!` generates an undocumented function; a failed expectation
 // aborts the benchmark.
@@ -45,10 +45,13 @@ fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// The real secret-free lines.
 fn clean_lines() -> Vec<String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates");
     let mut files = Vec::new();
-    files_under(&root.join("tests/data/redaction_corpus"), &mut files);
-    files_under(&root.join("../projectors-rag/knowledge"), &mut files);
+    files_under(
+        &crates.join("invocation-core/tests/data/redaction_corpus"),
+        &mut files,
+    );
+    files_under(&crates.join("projectors-rag/knowledge"), &mut files);
     files
         .iter()
         .flat_map(|f| {

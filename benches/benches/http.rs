@@ -340,12 +340,6 @@ async fn measure(
     }
 }
 
-/// The median of `values` (the upper one of an even count).
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
 /// One row: how its calls are made and whose CPU it reads.
 struct Row {
     label: &'static str,
@@ -371,11 +365,9 @@ fn summarize(rounds: &[Stats], baseline: &[Stats]) -> Summary {
         .zip(baseline)
         .map(|(row, base)| row.per_second / base.per_second)
         .collect();
-    let lowest = ratios.iter().copied().fold(f64::INFINITY, f64::min);
-    let highest = ratios.iter().copied().fold(0.0, f64::max);
     Summary {
         median: by_rate[by_rate.len() / 2],
-        ratio: (median(ratios), lowest, highest),
+        ratio: aci_bench::spread(&ratios),
     }
 }
 
@@ -450,6 +442,9 @@ fn socket_addr(url: &str) -> SocketAddr {
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
+    if !aci_bench::full_run() {
+        return;
+    }
     let bin = std::env::var("ACI_BIN").expect("ACI_BIN: the aci binary to benchmark");
     let calls = env_count("ACI_BENCH_CALLS", DEFAULT_CALLS);
     let rounds = env_count("ACI_BENCH_ROUNDS", DEFAULT_ROUNDS);
@@ -606,8 +601,7 @@ async fn main() {
     for concurrency in concurrencies {
         let mut measured: Vec<Vec<Stats>> = rows.iter().map(|_| Vec::new()).collect();
         for round in 0..rounds {
-            for k in 0..rows.len() {
-                let index = (round + k) % rows.len();
+            for index in aci_bench::rotated(rows.len(), round) {
                 let row = &rows[index];
                 let stats = measure(&row.driver, concurrency, &row.processes, calls).await;
                 measured[index].push(stats);

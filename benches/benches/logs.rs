@@ -1,6 +1,6 @@
 //! `query_logs` over a generated 1 GiB JSON-lines file.
 //!
-//! `cargo bench -p projectors-logs --bench files` writes the file into a
+//! `cargo xtask bench logs` writes the file into a
 //! temporary directory (removed at the end; `ACI_BENCH_LOG_MIB` changes the
 //! size), spanning 72 hours of events with one `timeout` line in 50, then
 //! measures in the same run (best of 3, page cache warm):
@@ -20,9 +20,14 @@
 //! Then the same for multi-line events (`spring_boot`, module `spring`),
 //! with the full scan against `json_lines` over the same events.
 //! `ACI_BENCH_LOG_FORMATS=json` or `=spring_boot` runs one half only.
+//!
+//! The last line is machine-readable: `grep_end=… read_end=… grep_middle=…
+//! read_middle=… spring_json=… pattern_json=…` (query_logs / grep over a
+//! window, whole-file read / query_logs, and the multi-line formats' full
+//! scans / `json_lines`).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-#[path = "files/spring.rs"]
+#[path = "logs/spring.rs"]
 mod spring;
 
 use std::fs::File;
@@ -175,16 +180,18 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(1024);
     let formats = std::env::var("ACI_BENCH_LOG_FORMATS").unwrap_or_default();
+    let mut last = Vec::new();
     if formats.is_empty() || formats.contains("json") {
-        json_lines(mib);
+        last.extend(json_lines(mib));
     }
     if formats.is_empty() || formats.contains("spring_boot") {
-        spring::run(mib);
+        last.extend(spring::run(mib));
     }
+    println!("{}", last.join(" "));
 }
 
-/// The JSON-lines half.
-fn json_lines(mib: u64) {
+/// The JSON-lines half; its figures for the last line.
+fn json_lines(mib: u64) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("app.log");
     let started = Instant::now();
@@ -259,6 +266,7 @@ fn json_lines(mib: u64) {
         read = read.min(took);
     }
     let middle_ms = FIRST_MS + SPAN_HOURS * HOUR_MS / 2;
+    let mut figures = Vec::new();
     for (name, end_ms) in [("end", generated.last_ms), ("middle", middle_ms)] {
         let (query, matches) = best_of(3, || query_logs(end_ms));
         let (direct_time, (_, stats)) = best_of(3, || {
@@ -307,6 +315,11 @@ fn json_lines(mib: u64) {
             if name == "end" { " (goal >= 20x)" } else { "" }
         );
         assert_eq!(matches, grep_matches, "both count the same lines");
+        figures.push(format!(
+            "grep_{name}={:.2} read_{name}={:.1}",
+            query.as_secs_f64() / grep.as_secs_f64(),
+            read.as_secs_f64() / query.as_secs_f64()
+        ));
     }
     // For a profiler (`perf record --delay`): the call at the end, repeated.
     let repeat: u32 = std::env::var("ACI_BENCH_LOG_REPEAT")
@@ -323,4 +336,5 @@ fn json_lines(mib: u64) {
             started.elapsed() / repeat
         );
     }
+    figures
 }

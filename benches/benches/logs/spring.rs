@@ -161,7 +161,7 @@ fn source(section: TopicConfig) -> FileLogSource {
 }
 
 /// Runs the multi-line measurements over a file of `mib` MiB.
-pub(super) fn run(mib: u64) {
+pub(super) fn run(mib: u64) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("app.log");
     let json_path = dir.path().join("app.json.log");
@@ -307,4 +307,9 @@ pub(super) fn run(mib: u64) {
             started.elapsed() / repeat
         );
     }
+    vec![format!(
+        "spring_json={:.2} pattern_json={:.2}",
+        spring_time.as_secs_f64() / json_time.as_secs_f64(),
+        pattern_time.as_secs_f64() / json_time.as_secs_f64()
+    )]
 }

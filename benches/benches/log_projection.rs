@@ -1,7 +1,7 @@
 //! Projection of 100,000 raw log events (about 20 MB of JSON) against a plain
 //! `serde_json` parse of the same bytes, measured in the same run.
 //!
-//! `cargo bench -p projectors-logs` runs the criterion groups, then measures
+//! `cargo xtask bench log_projection` runs the criterion groups, then measures
 //! both directly (interleaved rounds, medians) and prints, as its last line:
 //! `events=… bytes=… parse_ms=… typed_parse_ms=… project_ms=… ratio=… typed_ratio=…`
 //! where `ratio = project_ms / parse_ms` (parse into `serde_json::Value`) and
