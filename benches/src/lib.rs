@@ -45,7 +45,6 @@ pub fn spread(values: &[f64]) -> (f64, f64, f64) {
 /// The order of `rows` rows in round `round`: rotated by one each round, so
 /// that no row always runs first (on a warm cache) or last (after the others'
 /// garbage), and a slow spell of the machine falls on different rows.
-#[must_use]
 pub fn rotated(rows: usize, round: usize) -> impl Iterator<Item = usize> {
     (0..rows).map(move |k| (round + k) % rows.max(1))
 }
