@@ -23,7 +23,7 @@
 //! let boundary = ToolBoundary::builder(Arc::new(MemoryStore::new()))
 //!     .tool(query_logs_tool(MockLogSource::new()))
 //!     .build()?;
-//! let tools = BoundaryToolPort::new(boundary.clone(), &"incident-42".to_owned())?;
+//! let tools = BoundaryToolPort::new(boundary.clone(), &"incident-42".to_owned(), invocation_core::CallPolicy::AUTHORIZED_READ_ONLY)?;
 //! let args = serde_json::json!({"topic": "APPLICATION", "query": "timeout"});
 //! let call = ToolCall::new("query_logs", args.clone()).with_call_id("toolu_01");
 //!

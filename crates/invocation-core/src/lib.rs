@@ -58,7 +58,7 @@ pub mod whitespace;
 
 pub use boundary::{BuildError, ToolBoundary, ToolBoundaryBuilder};
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use context::{BoundaryOutcome, ModelObservation, RunContext, ToolEnvelope};
+pub use context::{BoundaryOutcome, CallPolicy, ModelObservation, RunContext, ToolEnvelope};
 pub use fingerprint::ScopeFingerprint;
 pub use journal::{CitationCheck, CitationVerdict, Journal, NotCitable};
 pub use limits::{

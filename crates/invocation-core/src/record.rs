@@ -173,6 +173,10 @@ pub enum Finalization {
     Error {
         /// The safe error code.
         error_code: ErrorCode,
+        /// Whether calling again later, unchanged, may succeed (the
+        /// executor's own verdict when it failed, else the code's);
+        /// harness-only.
+        retryable: bool,
         /// The raw response when it was obtained and fits; harness-only.
         raw_json: Option<String>,
         /// When the call finished.
@@ -218,6 +222,10 @@ pub struct InvocationRecord {
     pub evidence_status: Option<EvidenceStatus>,
     /// The safe error code of an ERROR record.
     pub error_code: Option<ErrorCode>,
+    /// Whether calling again later, unchanged, may succeed: for an ERROR
+    /// record, as recorded with its error; `None` otherwise, and for an
+    /// ERROR record written without it.
+    pub retryable: Option<bool>,
     /// Fingerprint of tool name and normalized scope.
     pub scope_fingerprint: ScopeFingerprint,
     /// When it was created.
@@ -253,6 +261,7 @@ impl InvocationRecord {
             status: InvocationStatus::Projecting,
             evidence_status: None,
             error_code: None,
+            retryable: None,
             scope_fingerprint: new.scope_fingerprint,
             created_at: new.created_at,
             finished_at: None,
@@ -287,12 +296,14 @@ impl InvocationRecord {
             }
             Finalization::Error {
                 error_code,
+                retryable,
                 raw_json,
                 finished_at,
             } => {
                 self.status = InvocationStatus::Error;
                 self.evidence_status = Some(EvidenceStatus::Error);
                 self.error_code = Some(error_code);
+                self.retryable = Some(retryable);
                 self.raw_bytes = raw_json.as_ref().map(|r| r.len() as u64);
                 self.raw_json = raw_json;
                 self.finished_at = Some(finished_at);
@@ -310,6 +321,7 @@ impl InvocationRecord {
             status: self.status,
             evidence_status: self.evidence_status,
             error_code: self.error_code,
+            retryable: self.retryable,
             scope_fingerprint: self.scope_fingerprint,
             created_at: self.created_at,
             finished_at: self.finished_at,

@@ -169,7 +169,7 @@ async fn oversized_arguments_are_refused_without_being_decoded() {
         .tool(tool(&exec))
         .build()
         .unwrap();
-    let ctx = RunContext::new(run());
+    let ctx = RunContext::new(run(), invocation_core::CallPolicy::AUTHORIZED_READ_ONLY);
     let huge = format!(r#"{{"mode":"{}"}}"#, "x".repeat(100 * 1024));
     let outcome = boundary
         .invoke(&ctx, ToolEnvelope::new("big", "run-edges", "edge", huge))
@@ -205,7 +205,7 @@ async fn panics_anywhere_are_error_codes_and_records_are_finalized() {
         .tool(tool(&exec))
         .build()
         .unwrap();
-    let ctx = RunContext::new(run());
+    let ctx = RunContext::new(run(), invocation_core::CallPolicy::AUTHORIZED_READ_ONLY);
 
     // Decoding happens in preflight: no record.
     let outcome = boundary.invoke(&ctx, call("p0", "panic_decoding")).await;
@@ -280,7 +280,10 @@ async fn through(store: Faulty, id: &str) -> (Arc<Faulty>, Exec, invocation_core
         .build()
         .unwrap();
     let outcome = boundary
-        .invoke(&RunContext::new(run()), call(id, "fine"))
+        .invoke(
+            &RunContext::new(run(), invocation_core::CallPolicy::AUTHORIZED_READ_ONLY),
+            call(id, "fine"),
+        )
         .await;
     tokio::time::timeout(Duration::from_secs(10), boundary.drain_abandoned())
         .await

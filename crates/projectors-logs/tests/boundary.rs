@@ -37,7 +37,10 @@ impl Harness {
         Self {
             clock,
             boundary,
-            run: RunContext::new(RunId::new("run-logs-e2e").unwrap()),
+            run: RunContext::new(
+                RunId::new("run-logs-e2e").unwrap(),
+                invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+            ),
             calls: 0,
         }
     }

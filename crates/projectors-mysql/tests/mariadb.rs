@@ -126,7 +126,10 @@ async fn assert_serves_reads(executor: &MysqlAsyncSource) {
 }
 
 async fn call(boundary: &ToolBoundary, id: &str, arguments: Value) -> BoundaryOutcome {
-    let ctx = RunContext::new(RunId::new("run-mariadb").unwrap());
+    let ctx = RunContext::new(
+        RunId::new("run-mariadb").unwrap(),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    );
     boundary
         .invoke(
             &ctx,

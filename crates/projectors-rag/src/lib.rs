@@ -33,7 +33,7 @@
 //! let boundary = ToolBoundary::builder(Arc::new(store_memory::MemoryStore::new()))
 //!     .tool(lookup_knowledge_tool(MarkdownKnowledgeBase::bundled()?))
 //!     .build()?;
-//! let run = RunContext::new(RunId::new("run-1")?);
+//! let run = RunContext::new(RunId::new("run-1")?, invocation_core::CallPolicy::AUTHORIZED_READ_ONLY);
 //! let call = ToolEnvelope::new(
 //!     "call-1",
 //!     "run-1",

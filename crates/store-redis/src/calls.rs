@@ -266,6 +266,7 @@ fn outcome(cmd: &mut Cmd, scratch: &mut Scratch, finalization: &Finalization) {
         }
         Finalization::Error {
             error_code,
+            retryable,
             raw_json,
             finished_at,
         } => {
@@ -276,6 +277,7 @@ fn outcome(cmd: &mut Cmd, scratch: &mut Scratch, finalization: &Finalization) {
                 EvidenceStatus::Error.as_str().as_bytes(),
             );
             pair(cmd, "error_code", error_code.as_str().as_bytes());
+            pair(cmd, "retryable", codec::flag(*retryable));
             time_pair(cmd, scratch, "finished_at", finished_at.unix_millis());
             if let Some(raw) = raw_json {
                 number_pair(cmd, scratch, "raw_bytes", size(raw.len()));
@@ -308,6 +310,7 @@ pub(crate) fn settle(
     cmd.write_arg(key.tool_call_id.as_str().as_bytes());
     let finalization = Finalization::Error {
         error_code,
+        retryable: error_code.is_transient(),
         raw_json: None,
         finished_at,
     };
@@ -494,6 +497,7 @@ mod tests {
         );
         let error = Finalization::Error {
             error_code: ErrorCode::ExecutionTimeout,
+            retryable: false,
             raw_json: None,
             finished_at: Timestamp::from_unix_millis(43),
         };
@@ -508,6 +512,8 @@ mod tests {
                 "ERROR",
                 "error_code",
                 "EXECUTION_TIMEOUT",
+                "retryable",
+                "0",
                 "finished_at",
                 "43",
             ]
