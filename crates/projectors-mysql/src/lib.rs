@@ -38,8 +38,6 @@ pub use projector::{
 pub use raw::{RawCell, RawColumn, RawColumnKind, RawResultSet};
 pub use scope::{normalize_sql, query_mysql_scope};
 #[cfg(feature = "mysql")]
-pub use server::drain_kills;
-#[cfg(feature = "mysql")]
 pub use server::{
     DEFAULT_CLIENT_GRACE, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FETCH_ROWS, DEFAULT_MAX_RAW_BYTES,
     DEFAULT_MAX_VALUE_BYTES, DEFAULT_STATEMENT_TIMEOUT, DataSourceConfig, MysqlAsyncSource,

@@ -46,12 +46,28 @@ pub trait MysqlSource: Send + Sync + Debug + 'static {
     ///   placeholders and params differ in number;
     /// - other variants when connecting or running fails.
     async fn query(&self, query: MysqlQuery<'_>) -> Result<RawResultSet>;
+
+    /// Waits for the cleanup of cancelled statements that runs on tasks of
+    /// the source's own (their kills), so that a process exits only after
+    /// it: the executor's [`Executor::drain`], which
+    /// [`ToolBoundary::drain_abandoned`](invocation_core::ToolBoundary::drain_abandoned)
+    /// waits for.
+    ///
+    /// # Behavior
+    /// - Returns once every cleanup started before the call has finished or
+    ///   given up; the source stays usable.
+    /// - The default has nothing to wait for.
+    async fn drain(&self) {}
 }
 
 #[async_trait]
 impl<T: MysqlSource + ?Sized> MysqlSource for Arc<T> {
     async fn query(&self, query: MysqlQuery<'_>) -> Result<RawResultSet> {
         (**self).query(query).await
+    }
+
+    async fn drain(&self) {
+        (**self).drain().await;
     }
 }
 
@@ -89,6 +105,10 @@ impl<S: MysqlSource> Executor for QueryMysqlExecutor<S> {
             params: &request.params,
         };
         Ok(self.source.query(query).await?)
+    }
+
+    async fn drain(&self) {
+        self.source.drain().await;
     }
 }
 

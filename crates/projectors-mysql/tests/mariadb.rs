@@ -757,6 +757,54 @@ async fn a_call_cancelled_from_outside_kills_its_statement() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn drain_abandoned_returns_only_after_a_cancelled_statement_was_killed() {
+    with_db(|db| async move {
+        let url = db.reader_url();
+        // A runtime of its own that ends right after `drain_abandoned`, as a
+        // process exits after it: a kill not finished by then is cancelled
+        // with the runtime and the statement would run on for 10 minutes.
+        let side = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let executor = Arc::new(executor(&[(
+                    "shop",
+                    DataSourceConfig::new(url)
+                        .timeout(Duration::from_secs(600))
+                        .client_timeout(Duration::from_secs(600)),
+                )]));
+                let boundary = boundary_with(
+                    query_mysql_tool(Arc::clone(&executor)).timeout(Duration::from_millis(400)),
+                );
+                let outcome = call(
+                    &boundary,
+                    "drained",
+                    json!({"data_source": "shop", "sql": LONG_QUERY, "params": [-5]}),
+                )
+                .await;
+                boundary.drain_abandoned().await;
+                outcome
+            })
+        });
+        let outcome = tokio::task::spawn_blocking(move || side.join().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(
+            outcome.control.error_code,
+            Some(ErrorCode::ExecutionTimeout)
+        );
+        assert_eq!(
+            wait_until_nothing_runs(&db).await,
+            0,
+            "the runtime ended before the cancelled statement was killed"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn reading_stops_at_the_cap_and_the_statement_stops_too() {
     with_db(|db| async move {
         // No time limit would stop this statement for 10 minutes, and its

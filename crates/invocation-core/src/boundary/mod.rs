@@ -334,7 +334,9 @@ impl ToolBoundary {
     /// Waits until every finalization this boundary handed to a task of its
     /// own has been answered by the store (or given up): those of calls whose
     /// `invoke` future was dropped after their record was created, and those
-    /// settling a write whose answer was lost.
+    /// settling a write whose answer was lost; and, at the same time, until
+    /// every tool's [`Executor::drain`](crate::Executor::drain) returned (the
+    /// cleanup of the dropped calls' work, such as killing their statements).
     ///
     /// A server calls it after it stopped taking calls and dropped the ones
     /// it abandons, before it exits. While the store is unreachable the tasks
@@ -342,7 +344,8 @@ impl ToolBoundary {
     pub async fn drain_abandoned(&self) {
         let tracker = &self.inner.settlements;
         tracker.close();
-        tracker.wait().await;
+        let tools = futures::future::join_all(self.inner.tools.values().map(|tool| tool.drain()));
+        tokio::join!(tracker.wait(), tools);
         tracker.reopen();
     }
 
