@@ -41,6 +41,7 @@ mod context;
 pub mod fingerprint;
 mod journal;
 mod limits;
+mod port_error;
 mod recall;
 mod record;
 mod store;
@@ -66,6 +67,7 @@ pub use limits::{
     DEFAULT_MAX_REQUEST_BYTES, DEFAULT_RECORD_TTL, DEFAULT_TIMEOUT, InvalidLimit, LimitOverrides,
     Limits, LimitsConfig,
 };
+pub use port_error::PortError;
 pub use record::{
     Budgets, Created, Finalization, InvocationKey, InvocationRecord, NewInvocation, ReadyEvidence,
     RecordFields, RunState, RunTerms, SameScope,

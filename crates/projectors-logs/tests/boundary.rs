@@ -303,7 +303,7 @@ impl LogSource for FailingSource {
             Self::Reject => LogSourceError::query_rejected(),
             Self::Transient => LogSourceError::transient(secret),
             Self::Permanent => LogSourceError::permanent(secret),
-            Self::Unknown => LogSourceError::topic_not_configured(),
+            Self::Unknown => LogSourceError::data_source_unknown(),
         })
     }
 }

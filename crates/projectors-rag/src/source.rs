@@ -6,60 +6,13 @@ use std::sync::Arc;
 use aci_contracts::LookupKnowledgeRequest;
 use async_trait::async_trait;
 use invocation_core::whitespace::collapse_whitespace;
-use invocation_core::{
-    BoxError, ExecutionContext, ExecutionError, ExecutionErrorKind, Executor, SourceError,
-};
+use invocation_core::{ExecutionContext, ExecutionError, Executor, PortError};
 use serde_json::Value;
 
-/// Why a [`KnowledgeSource`] could not answer: the agent-safe category and
-/// whether the same query may succeed later, as data. The cause stays in
-/// [`source()`](std::error::Error::source), for the harness only; `Display`
-/// is the category's code.
-#[derive(Debug, thiserror::Error)]
-#[error("{}", self.kind.error_code().as_str())]
-pub struct KnowledgeSourceError {
-    kind: ExecutionErrorKind,
-    retryable: bool,
-    #[source]
-    source: Option<BoxError>,
-}
-
-impl KnowledgeSourceError {
-    /// An error of `kind`, retryable or not, keeping `source`.
-    pub fn new(kind: ExecutionErrorKind, retryable: bool, source: impl Into<BoxError>) -> Self {
-        Self {
-            kind,
-            retryable,
-            source: Some(source.into()),
-        }
-    }
-
-    /// `EXECUTION_FAILED` that may succeed later (the retriever is down, the
-    /// knowledge directory is being refilled).
-    pub fn transient(source: impl Into<BoxError>) -> Self {
-        Self::new(ExecutionErrorKind::Failed, true, source)
-    }
-
-    /// `EXECUTION_FAILED` that will not succeed by retrying (a broken index).
-    pub fn permanent(source: impl Into<BoxError>) -> Self {
-        Self::new(ExecutionErrorKind::Failed, false, source)
-    }
-
-    /// `EXECUTION_TIMEOUT`: the retriever gave up in time; retryable.
-    pub fn timeout(source: impl Into<BoxError>) -> Self {
-        Self::new(ExecutionErrorKind::Timeout, true, source)
-    }
-}
-
-impl SourceError for KnowledgeSourceError {
-    fn kind(&self) -> ExecutionErrorKind {
-        self.kind
-    }
-
-    fn retryable(&self) -> bool {
-        self.retryable
-    }
-}
+/// The [`KnowledgeSource`] port's error: invocation-core's one port error
+/// ([`PortError`]), with the agent-safe category and the retryability as
+/// data.
+pub type KnowledgeSourceError = PortError;
 
 /// Where `lookup_knowledge` gets passages from: a retrieval service, a vector
 /// store, or the bundled [`MarkdownKnowledgeBase`](crate::MarkdownKnowledgeBase).
