@@ -26,9 +26,9 @@ mod raw;
 mod scope;
 #[cfg(feature = "mysql")]
 mod server;
+mod source;
 #[cfg(feature = "testing")]
 pub mod testing;
-mod tool;
 
 pub use error::{Error, Rejection, Result};
 pub use projector::{
@@ -43,7 +43,7 @@ pub use server::{
     DEFAULT_MAX_VALUE_BYTES, DEFAULT_STATEMENT_TIMEOUT, DataSourceConfig, MysqlAsyncSource,
     MysqlConfig,
 };
-pub use tool::{
+pub use source::{
     MysqlQuery, MysqlSource, QueryMysqlExecutor, QueryMysqlTool, query_mysql_tool,
     query_mysql_tool_with,
 };
