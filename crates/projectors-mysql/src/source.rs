@@ -1,16 +1,13 @@
-//! The `query_mysql` tool for the boundary: the source port
-//! ([`MysqlSource`]), its adapter to the boundary's [`Executor`], and the
-//! tool constructors (see docs/projectors.md, "One shape for the three tools").
+//! The `query_mysql` source port ([`MysqlSource`]): one read-only statement
+//! against a named data source.
 
 use std::fmt::Debug;
 use std::sync::Arc;
 
-use aci_contracts::{QueryMysqlRequest, SqlValue, ToolName};
+use aci_contracts::SqlValue;
 use async_trait::async_trait;
-use invocation_core::bounds::{InvalidBounds, ProjectionBounds};
-use invocation_core::{ExecutionContext, ExecutionError, Executor, ToolSpec};
 
-use crate::{MysqlBounds, MysqlProjector, RawResultSet, Result, query_mysql_scope};
+use crate::{RawResultSet, Result};
 
 /// One statement to run against a logical data source.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -49,7 +46,8 @@ pub trait MysqlSource: Send + Sync + Debug + 'static {
 
     /// Waits for the cleanup of cancelled statements that runs on tasks of
     /// the source's own (their kills), so that a process exits only after
-    /// it: the executor's [`Executor::drain`], which
+    /// it: the executor's
+    /// [`Executor::drain`](invocation_core::Executor::drain), which
     /// [`ToolBoundary::drain_abandoned`](invocation_core::ToolBoundary::drain_abandoned)
     /// waits for.
     ///
@@ -69,78 +67,4 @@ impl<T: MysqlSource + ?Sized> MysqlSource for Arc<T> {
     async fn drain(&self) {
         (**self).drain().await;
     }
-}
-
-/// Adapts a [`MysqlSource`] to the boundary's [`Executor`].
-#[derive(Debug, Clone)]
-pub struct QueryMysqlExecutor<S> {
-    source: S,
-}
-
-impl<S: MysqlSource> QueryMysqlExecutor<S> {
-    /// Wraps `source`.
-    pub const fn new(source: S) -> Self {
-        Self { source }
-    }
-
-    /// The wrapped source.
-    pub const fn inner(&self) -> &S {
-        &self.source
-    }
-}
-
-#[async_trait]
-impl<S: MysqlSource> Executor for QueryMysqlExecutor<S> {
-    type Request = QueryMysqlRequest;
-    type Raw = RawResultSet;
-
-    async fn execute(
-        &self,
-        request: &QueryMysqlRequest,
-        _context: &ExecutionContext,
-    ) -> Result<RawResultSet, ExecutionError> {
-        let query = MysqlQuery {
-            data_source: &request.data_source,
-            sql: &request.sql,
-            params: &request.params,
-        };
-        Ok(self.source.query(query).await?)
-    }
-
-    async fn drain(&self) {
-        self.source.drain().await;
-    }
-}
-
-/// The tool type [`query_mysql_tool`] builds.
-pub type QueryMysqlTool<S> = ToolSpec<QueryMysqlExecutor<S>, MysqlProjector>;
-
-/// The frozen `query_mysql` tool over `source`, with the default projection
-/// bounds, request validation (non-blank data source and SQL) and the scope
-/// normalizer [`query_mysql_scope`].
-pub fn query_mysql_tool<S: MysqlSource>(source: S) -> QueryMysqlTool<S> {
-    tool(source, MysqlProjector::default())
-}
-
-/// [`query_mysql_tool`] with other projection bounds.
-///
-/// # Errors
-/// [`InvalidBounds`] when `bounds` cannot guarantee a valid, bounded result;
-/// bounds are refused, never clamped.
-pub fn query_mysql_tool_with<S: MysqlSource>(
-    source: S,
-    bounds: MysqlBounds,
-) -> Result<QueryMysqlTool<S>, InvalidBounds> {
-    bounds.validate()?;
-    Ok(tool(source, MysqlProjector::from_valid(bounds)))
-}
-
-fn tool<S: MysqlSource>(source: S, projector: MysqlProjector) -> QueryMysqlTool<S> {
-    ToolSpec::frozen(
-        ToolName::QueryMysql,
-        QueryMysqlExecutor::new(source),
-        projector,
-    )
-    .validate_with(|request: &QueryMysqlRequest| request.validate().is_ok())
-    .scope_with(query_mysql_scope)
 }

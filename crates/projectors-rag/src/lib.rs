@@ -49,6 +49,7 @@
 
 #[cfg(feature = "knowledge-base")]
 mod error;
+mod executor;
 #[cfg(feature = "knowledge-base")]
 mod knowledge_base;
 mod projector;
@@ -61,6 +62,7 @@ use invocation_core::bounds::InvalidBounds;
 
 #[cfg(feature = "knowledge-base")]
 pub use error::{Error, Result};
+pub use executor::KnowledgeExecutor;
 #[cfg(feature = "knowledge-base")]
 pub use knowledge_base::evaluation;
 #[cfg(feature = "knowledge-base")]
@@ -75,7 +77,7 @@ pub use projector::{
     SOURCE_KEYS, STATIC_QUERY_ALLOWANCE_BYTES, TEXT_KEYS, TITLE_KEYS,
 };
 pub use scope::knowledge_scope;
-pub use source::{KnowledgeExecutor, KnowledgeSource, KnowledgeSourceError};
+pub use source::{KnowledgeSource, KnowledgeSourceError};
 
 /// The `lookup_knowledge` tool over the source `S`, as the boundary registers it.
 pub type LookupKnowledgeTool<S> = ToolSpec<KnowledgeExecutor<S>, RagProjector>;

@@ -1,12 +1,10 @@
-//! The knowledge source port, its error, and the executor that calls it.
+//! The knowledge source port and its error.
 
 use std::fmt::Debug;
 use std::sync::Arc;
 
-use aci_contracts::LookupKnowledgeRequest;
 use async_trait::async_trait;
-use invocation_core::whitespace::collapse_whitespace;
-use invocation_core::{ExecutionContext, ExecutionError, Executor, PortError};
+use invocation_core::{ExecutionContext, PortError};
 use serde_json::Value;
 
 /// The [`KnowledgeSource`] port's error: invocation-core's one port error
@@ -27,7 +25,8 @@ pub trait KnowledgeSource: Send + Sync + Debug + 'static {
     ///
     /// # Behavior
     /// - `query` is already whitespace-collapsed (see
-    ///   [`collapse_whitespace`]) and not blank.
+    ///   [`collapse_whitespace`](invocation_core::whitespace::collapse_whitespace))
+    ///   and not blank.
     /// - The response is JSON in one of the shapes the projector accepts
     ///   (see `docs/projectors.md`); anything the projector does not know is
     ///   dropped, so a source may return its native response as it is.
@@ -54,40 +53,5 @@ impl<S: KnowledgeSource + ?Sized> KnowledgeSource for Arc<S> {
         context: &ExecutionContext,
     ) -> Result<Value, KnowledgeSourceError> {
         (**self).retrieve(query, context).await
-    }
-}
-
-/// The `lookup_knowledge` executor: sends the whitespace-collapsed query to a
-/// [`KnowledgeSource`] and returns its response as the raw result.
-#[derive(Debug, Clone)]
-pub struct KnowledgeExecutor<S> {
-    source: S,
-}
-
-impl<S: KnowledgeSource> KnowledgeExecutor<S> {
-    /// An executor over `source`.
-    pub const fn new(source: S) -> Self {
-        Self { source }
-    }
-
-    /// The source.
-    #[must_use]
-    pub const fn source(&self) -> &S {
-        &self.source
-    }
-}
-
-#[async_trait]
-impl<S: KnowledgeSource> Executor for KnowledgeExecutor<S> {
-    type Request = LookupKnowledgeRequest;
-    type Raw = Value;
-
-    async fn execute(
-        &self,
-        request: &LookupKnowledgeRequest,
-        context: &ExecutionContext,
-    ) -> Result<Value, ExecutionError> {
-        let query = collapse_whitespace(&request.query);
-        Ok(self.source.retrieve(&query, context).await?)
     }
 }
