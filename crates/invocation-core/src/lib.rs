@@ -69,8 +69,8 @@ pub use limits::{
 };
 pub use port_error::PortError;
 pub use record::{
-    Budgets, Created, Finalization, InvocationKey, InvocationRecord, NewInvocation, ReadyEvidence,
-    RecordFields, RunState, RunTerms, SameScope,
+    Budgets, Created, FinalFields, Finalization, InvocationKey, InvocationRecord, NewInvocation,
+    ReadyEvidence, RecordFields, RunState, RunTerms, SameScope,
 };
 pub use store::{BoxError, InvocationStore, ScopeIndex, Settled, StoreError, Unsettled};
 pub use tool::SourceError;

@@ -193,6 +193,79 @@ impl Finalization {
             Self::Error { .. } => InvocationStatus::Error,
         }
     }
+
+    /// What it writes, field by field: the one mapping of a finalization to
+    /// a record's fields, which every store writes as it is.
+    #[must_use]
+    pub fn fields(&self) -> FinalFields<'_> {
+        match self {
+            Self::Ready {
+                evidence,
+                raw_json,
+                agent_result_json,
+                replayed_from,
+                finished_at,
+            } => FinalFields {
+                status: InvocationStatus::Ready,
+                evidence_status: evidence.status(),
+                error_code: None,
+                retryable: None,
+                finished_at: *finished_at,
+                raw_json: Some(raw_json),
+                agent_result_json: Some(agent_result_json),
+                replayed_from: replayed_from.as_ref(),
+            },
+            Self::Error {
+                error_code,
+                retryable,
+                raw_json,
+                finished_at,
+            } => FinalFields {
+                status: InvocationStatus::Error,
+                evidence_status: EvidenceStatus::Error,
+                error_code: Some(*error_code),
+                retryable: Some(*retryable),
+                finished_at: *finished_at,
+                raw_json: raw_json.as_deref(),
+                agent_result_json: None,
+                replayed_from: None,
+            },
+        }
+    }
+
+    /// Its payloads, raw response and agent result, moved out.
+    fn into_payloads(self) -> (Option<String>, Option<String>) {
+        match self {
+            Self::Ready {
+                raw_json,
+                agent_result_json,
+                ..
+            } => (Some(raw_json), Some(agent_result_json)),
+            Self::Error { raw_json, .. } => (raw_json, None),
+        }
+    }
+}
+
+/// The fields a [`Finalization`] sets on its record
+/// ([`Finalization::fields`]); a field that is `None` is not written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FinalFields<'a> {
+    /// `READY` or `ERROR`.
+    pub status: InvocationStatus,
+    /// `EVIDENCE_FOUND` or `NO_EVIDENCE` when READY, `ERROR` when ERROR.
+    pub evidence_status: EvidenceStatus,
+    /// The safe error code (ERROR).
+    pub error_code: Option<ErrorCode>,
+    /// Whether calling again may succeed (ERROR).
+    pub retryable: Option<bool>,
+    /// When the call finished.
+    pub finished_at: Timestamp,
+    /// The raw response, when kept.
+    pub raw_json: Option<&'a str>,
+    /// The bounded agent result (READY).
+    pub agent_result_json: Option<&'a str>,
+    /// The READY record whose result it replays.
+    pub replayed_from: Option<&'a ToolCallId>,
 }
 
 /// Which parts of a record a read returns. Metadata is always returned.
@@ -277,38 +350,16 @@ impl InvocationRecord {
 
     /// Applies `finalization` (the caller has checked the record is PROJECTING).
     pub fn apply(&mut self, finalization: Finalization) {
-        match finalization {
-            Finalization::Ready {
-                evidence,
-                raw_json,
-                agent_result_json,
-                replayed_from,
-                finished_at,
-            } => {
-                self.status = InvocationStatus::Ready;
-                self.evidence_status = Some(evidence.status());
-                self.raw_bytes = Some(raw_json.len() as u64);
-                self.agent_result_bytes = Some(agent_result_json.len() as u64);
-                self.raw_json = Some(raw_json);
-                self.agent_result_json = Some(agent_result_json);
-                self.replayed_from = replayed_from;
-                self.finished_at = Some(finished_at);
-            }
-            Finalization::Error {
-                error_code,
-                retryable,
-                raw_json,
-                finished_at,
-            } => {
-                self.status = InvocationStatus::Error;
-                self.evidence_status = Some(EvidenceStatus::Error);
-                self.error_code = Some(error_code);
-                self.retryable = Some(retryable);
-                self.raw_bytes = raw_json.as_ref().map(|r| r.len() as u64);
-                self.raw_json = raw_json;
-                self.finished_at = Some(finished_at);
-            }
-        }
+        let fields = finalization.fields();
+        self.status = fields.status;
+        self.evidence_status = Some(fields.evidence_status);
+        self.error_code = fields.error_code;
+        self.retryable = fields.retryable;
+        self.finished_at = Some(fields.finished_at);
+        self.replayed_from = fields.replayed_from.cloned();
+        self.raw_bytes = fields.raw_json.map(|raw| raw.len() as u64);
+        self.agent_result_bytes = fields.agent_result_json.map(|result| result.len() as u64);
+        (self.raw_json, self.agent_result_json) = finalization.into_payloads();
     }
 
     /// A copy holding only the payloads `fields` asks for.
