@@ -721,20 +721,25 @@ async fn wait_until_nothing_runs(db: &TestDatabase) -> u64 {
     running
 }
 
+/// The data source `shop` at `url`, which neither of its limits would stop
+/// for 10 minutes, and a boundary whose own execution timeout cancels its
+/// calls after 400 ms.
+fn cancelled_at_400_ms(url: String) -> (Arc<MysqlAsyncSource>, ToolBoundary) {
+    let executor = Arc::new(executor(&[(
+        "shop",
+        DataSourceConfig::new(url)
+            .timeout(Duration::from_secs(600))
+            .client_timeout(Duration::from_secs(600)),
+    )]));
+    let boundary =
+        boundary_with(query_mysql_tool(Arc::clone(&executor)).timeout(Duration::from_millis(400)));
+    (executor, boundary)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_call_cancelled_from_outside_kills_its_statement() {
     with_db(|db| async move {
-        // Neither limit of the executor would stop the statement for 10
-        // minutes; the boundary's own execution timeout cancels the call.
-        let executor = Arc::new(executor(&[(
-            "shop",
-            DataSourceConfig::new(db.reader_url())
-                .timeout(Duration::from_secs(600))
-                .client_timeout(Duration::from_secs(600)),
-        )]));
-        let boundary = boundary_with(
-            query_mysql_tool(Arc::clone(&executor)).timeout(Duration::from_millis(400)),
-        );
+        let (executor, boundary) = cancelled_at_400_ms(db.reader_url());
         let outcome = call(
             &boundary,
             "cancelled",
@@ -769,15 +774,7 @@ async fn drain_abandoned_returns_only_after_a_cancelled_statement_was_killed() {
                 .build()
                 .unwrap();
             runtime.block_on(async {
-                let executor = Arc::new(executor(&[(
-                    "shop",
-                    DataSourceConfig::new(url)
-                        .timeout(Duration::from_secs(600))
-                        .client_timeout(Duration::from_secs(600)),
-                )]));
-                let boundary = boundary_with(
-                    query_mysql_tool(Arc::clone(&executor)).timeout(Duration::from_millis(400)),
-                );
+                let (_executor, boundary) = cancelled_at_400_ms(url);
                 let outcome = call(
                     &boundary,
                     "drained",
