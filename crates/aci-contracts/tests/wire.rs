@@ -258,6 +258,7 @@ fn golden_control_view() {
         status: InvocationStatus::Ready,
         evidence_status: EvidenceStatus::NoEvidence,
         error_code: None,
+        retryable: None,
         returned_count: 0,
         match_count: Some(0),
         truncated: false,
@@ -289,6 +290,7 @@ fn golden_control_view() {
         status: InvocationStatus::Error,
         evidence_status: EvidenceStatus::Error,
         error_code: Some(ErrorCode::InvalidToolCallId),
+        retryable: Some(false),
         match_count: None,
         scope: Value::Null,
         scope_fingerprint: None,
@@ -304,6 +306,7 @@ fn golden_control_view() {
             "status": "ERROR",
             "evidence_status": "ERROR",
             "error_code": "INVALID_TOOL_CALL_ID",
+            "retryable": false,
             "returned_count": 0,
             "truncated": false,
             "scope": null
