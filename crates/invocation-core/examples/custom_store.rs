@@ -18,9 +18,9 @@ use aci_contracts::{ErrorCode, RunId, Timestamp};
 use async_trait::async_trait;
 use invocation_core::testing::fake::{self, FakeExecutor, Mode};
 use invocation_core::{
-    Created, Finalization, InvocationKey, InvocationRecord, InvocationStore, NewInvocation,
-    RecordFields, RunContext, RunState, ScopeFingerprint, ScopeIndex, Settled, StoreError,
-    ToolBoundary, ToolEnvelope, Unsettled,
+    CallPolicy, Created, Finalization, InvocationKey, InvocationRecord, InvocationStore,
+    NewInvocation, RecordFields, RunContext, RunState, ScopeFingerprint, ScopeIndex, Settled,
+    StoreError, ToolBoundary, ToolEnvelope, Unsettled,
 };
 use store_memory::MemoryStore;
 
@@ -122,7 +122,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let boundary = ToolBoundary::builder(Arc::new(store))
         .tool(fake::fake_tool("lookup", FakeExecutor::new()))
         .build()?;
-    let run = RunContext::new(RunId::new("run-custom-store")?);
+    let run = RunContext::new(
+        RunId::new("run-custom-store")?,
+        CallPolicy::AUTHORIZED_READ_ONLY,
+    );
     for (id, mode) in [("call_1", Mode::Found), ("call_2", Mode::NoEvidence)] {
         let arguments = fake::args(mode, "connection pool exhausted");
         let envelope = ToolEnvelope::new(id, "run-custom-store", "lookup", arguments);

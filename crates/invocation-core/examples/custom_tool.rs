@@ -15,8 +15,8 @@ use std::sync::Arc;
 use aci_contracts::{KnowledgeEvidence, LookupKnowledgeResult, ReadyEvidenceStatus, RunId};
 use async_trait::async_trait;
 use invocation_core::{
-    ExecutionContext, ExecutionError, Executor, ProjectionContext, ProjectionError, Projector,
-    RunContext, ToolBoundary, ToolEnvelope, ToolSpec,
+    CallPolicy, ExecutionContext, ExecutionError, Executor, ProjectionContext, ProjectionError,
+    Projector, RunContext, ToolBoundary, ToolEnvelope, ToolSpec,
 };
 use serde::{Deserialize, Serialize};
 use store_memory::MemoryStore;
@@ -145,7 +145,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let boundary = ToolBoundary::builder(Arc::new(MemoryStore::new()))
         .tool(tool)
         .build()?;
-    let run = RunContext::new(RunId::new("run-custom-tool")?);
+    let run = RunContext::new(
+        RunId::new("run-custom-tool")?,
+        CallPolicy::AUTHORIZED_READ_ONLY,
+    );
     for (id, query) in [("call_1", "pool"), ("call_2", "certificate")] {
         let arguments = serde_json::json!({ "query": query }).to_string();
         let envelope = ToolEnvelope::new(id, "run-custom-tool", "lookup_runbook", arguments);
