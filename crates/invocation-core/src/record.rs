@@ -7,6 +7,7 @@ use aci_contracts::{
 };
 
 use crate::ScopeFingerprint;
+use crate::redact::Redactions;
 
 /// The canonical key: one record per (run, framework tool call id).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -164,6 +165,9 @@ pub enum Finalization {
         raw_json: String,
         /// The bounded agent result.
         agent_result_json: String,
+        /// What the projection redacted from the agent result, per rule
+        /// (never the values; the raw response is not redacted).
+        redactions: Redactions,
         /// The READY record whose result this one replays.
         replayed_from: Option<ToolCallId>,
         /// When the call finished.
@@ -226,6 +230,10 @@ pub struct InvocationRecord {
     pub finished_at: Option<Timestamp>,
     /// The READY record whose result it replays.
     pub replayed_from: Option<ToolCallId>,
+    /// What the projection redacted from the agent result, per rule name
+    /// (never the values; empty when nothing was, and for ERROR records).
+    /// A metadata field: read with every [`RecordFields`].
+    pub redactions: Redactions,
     /// Size of the request text in bytes.
     pub request_bytes: u64,
     /// Size of the stored raw response in bytes, when stored.
@@ -257,6 +265,7 @@ impl InvocationRecord {
             created_at: new.created_at,
             finished_at: None,
             replayed_from: None,
+            redactions: Redactions::new(),
             raw_bytes: None,
             agent_result_bytes: None,
             request_json: Some(new.request_json),
@@ -273,9 +282,11 @@ impl InvocationRecord {
                 evidence,
                 raw_json,
                 agent_result_json,
+                redactions,
                 replayed_from,
                 finished_at,
             } => {
+                self.redactions = redactions;
                 self.status = InvocationStatus::Ready;
                 self.evidence_status = Some(evidence.status());
                 self.raw_bytes = Some(raw_json.len() as u64);
@@ -314,6 +325,7 @@ impl InvocationRecord {
             created_at: self.created_at,
             finished_at: self.finished_at,
             replayed_from: self.replayed_from.clone(),
+            redactions: self.redactions.clone(),
             request_bytes: self.request_bytes,
             raw_bytes: self.raw_bytes,
             agent_result_bytes: self.agent_result_bytes,

@@ -12,7 +12,7 @@ use aci_contracts::{ErrorCode, EvidenceStatus, InvocationStatus, Timestamp};
 use invocation_core::{Finalization, InvocationKey, NewInvocation, Unsettled};
 use redis::{Arg, Cmd, RedisWrite};
 
-use crate::codec::{self, STATUS};
+use crate::codec::{self, REDACTIONS, STATUS};
 use crate::keys;
 use crate::scripts::LuaScript;
 
@@ -228,7 +228,7 @@ pub(crate) fn finalize(
         Finalization::Error { raw_json, .. } => raw_json.as_ref().map_or(0, String::len),
     };
     let small = 2 * (prefix.len() + key.run_id.as_str().len() + 16) + 3 * id.len() + 256;
-    let mut cmd = head(script, invoke, 2 + 2 + 16, payload + small);
+    let mut cmd = head(script, invoke, 2 + 2 + 18, payload + small);
     let mut scratch = Scratch::with_capacity(prefix.len() + key.run_id.as_str().len() + 96);
     cmd.write_arg(b"2");
     record_key(&mut cmd, &mut scratch, prefix, key);
@@ -246,6 +246,7 @@ fn outcome(cmd: &mut Cmd, scratch: &mut Scratch, finalization: &Finalization) {
             evidence,
             raw_json,
             agent_result_json,
+            redactions,
             replayed_from,
             finished_at,
         } => {
@@ -262,6 +263,9 @@ fn outcome(cmd: &mut Cmd, scratch: &mut Scratch, finalization: &Finalization) {
             pair(cmd, "result", agent_result_json.as_bytes());
             if let Some(source) = replayed_from {
                 pair(cmd, "replayed_from", source.as_str().as_bytes());
+            }
+            if !redactions.is_empty() {
+                pair(cmd, REDACTIONS, codec::encode_redactions(redactions).as_bytes());
             }
         }
         Finalization::Error {
@@ -461,6 +465,11 @@ mod tests {
             evidence: ReadyEvidence::Found,
             raw_json: "RAW".to_owned(),
             agent_result_json: "RES".to_owned(),
+            redactions: {
+                let mut r = invocation_core::redact::Redactions::new();
+                r.add("jwt", 2);
+                r
+            },
             replayed_from: Some(ToolCallId::new("c0").unwrap()),
             finished_at: Timestamp::from_unix_millis(42),
         };
@@ -490,6 +499,8 @@ mod tests {
                 "RES",
                 "replayed_from",
                 "c0",
+                "redactions",
+                r#"{"jwt":2}"#,
             ]
         );
         let error = Finalization::Error {

@@ -160,6 +160,7 @@
 //! the cost.
 
 mod config;
+mod pass;
 mod redactor;
 mod rules;
 mod url;
@@ -168,6 +169,7 @@ mod url;
 pub(crate) mod tests;
 
 pub use config::{RedactionConfig, RedactionError, RuleSpec, RulesFile};
+pub use pass::RedactionPass;
 pub use redactor::{MARKER_PREFIX, Redactions, Redactor, marker};
 pub use rules::{BUILTIN_RULES, BuiltinRule, NON_SECRET_SHAPES};
 pub use url::{REDACTED, UNPARSABLE, connection_url, link};
