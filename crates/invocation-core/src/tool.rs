@@ -631,11 +631,8 @@ where
         tool_call_id: &ToolCallId,
         redactor: &Redactor,
     ) -> Result<Projected, ProjectionError> {
-        let context = ProjectionContext::new(
-            tool_call_id,
-            &*self.request,
-            RedactionPass::new(redactor),
-        );
+        let context =
+            ProjectionContext::new(tool_call_id, &*self.request, RedactionPass::new(redactor));
         let result = self.tool.spec.projector.project(&context, &self.raw)?;
         Ok(Projected {
             result: Box::new(result),

@@ -294,7 +294,11 @@ pub const fn column_type(kind: RawColumnKind) -> ColumnType {
 /// member by member (re-serialized, compact, only when something was
 /// replaced); binary that is UTF-8 text as that text, so that its base64
 /// never carries a secret.
-fn redact_value<'v>(value: &'v RawCell, column: &str, redaction: &RedactionPass<'_>) -> Cow<'v, RawCell> {
+fn redact_value<'v>(
+    value: &'v RawCell,
+    column: &str,
+    redaction: &RedactionPass<'_>,
+) -> Cow<'v, RawCell> {
     match value {
         RawCell::Text(text) => match redaction.redact_field(column, text) {
             Cow::Borrowed(_) => Cow::Borrowed(value),
@@ -304,7 +308,10 @@ fn redact_value<'v>(value: &'v RawCell, column: &str, redaction: &RedactionPass<
             let redacted = match serde_json::from_str::<serde_json::Value>(text) {
                 Ok(mut json) => {
                     let secret_column = redaction.names_secret(column)
-                        && !matches!(json, serde_json::Value::Object(_) | serde_json::Value::Array(_));
+                        && !matches!(
+                            json,
+                            serde_json::Value::Object(_) | serde_json::Value::Array(_)
+                        );
                     if secret_column {
                         redaction.redact_field(column, text)
                     } else if redaction.redact_json(&mut json) {

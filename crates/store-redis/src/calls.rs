@@ -265,7 +265,11 @@ fn outcome(cmd: &mut Cmd, scratch: &mut Scratch, finalization: &Finalization) {
                 pair(cmd, "replayed_from", source.as_str().as_bytes());
             }
             if !redactions.is_empty() {
-                pair(cmd, REDACTIONS, codec::encode_redactions(redactions).as_bytes());
+                pair(
+                    cmd,
+                    REDACTIONS,
+                    codec::encode_redactions(redactions).as_bytes(),
+                );
             }
         }
         Finalization::Error {
