@@ -210,6 +210,10 @@ impl MysqlProjector {
         }
 
         let cell_budget = bounds.cell_budget(kept);
+        let secret_columns: Vec<bool> = raw.columns[..kept]
+            .iter()
+            .map(|column| redaction.names_secret(&column.name))
+            .collect();
         let mut rows = Vec::new();
         let mut rows_bytes = 2; // `[` and `]`
         for raw_row in &raw.rows {
@@ -222,8 +226,12 @@ impl MysqlProjector {
             let mut row_cut = false;
             // Counted only if the row is kept.
             let row_redaction = redaction.fresh();
-            for (value, column) in raw_row[..kept].iter().zip(&raw.columns) {
-                let value = redact_value(value, &column.name, &row_redaction);
+            for ((value, column), &secret) in raw_row[..kept]
+                .iter()
+                .zip(&raw.columns)
+                .zip(&secret_columns)
+            {
+                let value = redact_value(value, &column.name, secret, &row_redaction);
                 let (cell, cut) = project_value(&value, cell_budget);
                 row_bytes += encoded_len(&cell);
                 row_cut |= cut;
@@ -297,31 +305,40 @@ pub const fn column_type(kind: RawColumnKind) -> ColumnType {
 fn redact_value<'v>(
     value: &'v RawCell,
     column: &str,
+    secret_column: bool,
     redaction: &RedactionPass<'_>,
 ) -> Cow<'v, RawCell> {
+    // A whole value under a column that names a secret; else by the rules.
+    let redact_text = |text: &'v str| {
+        if secret_column {
+            redaction.redact_field(column, text)
+        } else {
+            redaction.redact(text)
+        }
+    };
     match value {
-        RawCell::Text(text) => match redaction.redact_field(column, text) {
+        RawCell::Text(text) => match redact_text(text) {
             Cow::Borrowed(_) => Cow::Borrowed(value),
             Cow::Owned(text) => Cow::Owned(RawCell::Text(text)),
         },
+        // Parsing is the cost: skipped when no rule could find anything.
+        RawCell::Json(text) if !secret_column && !redaction.may_hold_secrets(text) => {
+            Cow::Borrowed(value)
+        }
         RawCell::Json(text) => {
             let redacted = match serde_json::from_str::<serde_json::Value>(text) {
+                Ok(json) if secret_column && !(json.is_object() || json.is_array()) => {
+                    redact_text(text)
+                }
                 Ok(mut json) => {
-                    let secret_column = redaction.names_secret(column)
-                        && !matches!(
-                            json,
-                            serde_json::Value::Object(_) | serde_json::Value::Array(_)
-                        );
-                    if secret_column {
-                        redaction.redact_field(column, text)
-                    } else if redaction.redact_json(&mut json) {
+                    if redaction.redact_json(&mut json) {
                         Cow::Owned(json.to_string())
                     } else {
                         Cow::Borrowed(text.as_str())
                     }
                 }
                 // Not JSON after all (the executor reads JSON columns as text).
-                Err(_) => redaction.redact_field(column, text),
+                Err(_) => redact_text(text),
             };
             match redacted {
                 Cow::Borrowed(_) => Cow::Borrowed(value),
@@ -329,7 +346,7 @@ fn redact_value<'v>(
             }
         }
         RawCell::Bytes(bytes) => match std::str::from_utf8(bytes) {
-            Ok(text) => match redaction.redact_field(column, text) {
+            Ok(text) => match redact_text(text) {
                 Cow::Borrowed(_) => Cow::Borrowed(value),
                 Cow::Owned(text) => Cow::Owned(RawCell::Bytes(text.into_bytes())),
             },

@@ -66,6 +66,12 @@ impl<'r> RedactionPass<'r> {
         redacted
     }
 
+    /// [`Redactor::may_hold_secrets`]; false when the pass is disabled.
+    #[must_use]
+    pub fn may_hold_secrets(&self, text: &str) -> bool {
+        self.redactor.is_some_and(|r| r.may_hold_secrets(text))
+    }
+
     /// True when a field named `key` holds a secret ([`Redactor::names_secret`]).
     #[must_use]
     pub fn names_secret(&self, key: &str) -> bool {

@@ -501,3 +501,16 @@ fn debug_shows_rule_names_only() {
     assert!(debug.contains("kv_secret"));
     assert!(!debug.contains("hunter2"));
 }
+
+#[test]
+fn may_hold_secrets_is_true_for_every_example_and_every_secret_name() {
+    let redactor = Redactor::builtin();
+    for e in examples() {
+        assert!(redactor.may_hold_secrets(&e.text), "{}", e.text);
+    }
+    for name in ["password", "DB_PASSWD", "apiKey", "client_secret", "X-Auth-Token"] {
+        assert!(redactor.names_secret(name), "{name}");
+        assert!(redactor.may_hold_secrets(&format!("{{\"{name}\": 1}}")), "{name}");
+    }
+    assert!(!redactor.may_hold_secrets(r#"{"order_id": 7, "items": [{"sku": "A-7"}]}"#));
+}
