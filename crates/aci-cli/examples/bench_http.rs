@@ -224,7 +224,10 @@ impl Caller {
     async fn call(&mut self, i: usize, run: &str, id: String) -> bool {
         match &*self.driver {
             Driver::Direct { boundary, render } => {
-                let ctx = RunContext::new(aci_contracts::RunId::new(run).unwrap());
+                let ctx = RunContext::new(
+                    aci_contracts::RunId::new(run).unwrap(),
+                    invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+                );
                 let envelope = ToolEnvelope::new(id, run, "query_logs", ARGUMENTS);
                 let observation = boundary.invoke(&ctx, envelope).await.observation;
                 !observation.is_error() && (!*render || !observation.to_json_string().is_empty())

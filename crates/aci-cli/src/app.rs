@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aci_contracts::RunId;
-use invocation_core::{Clock, InvocationStore, RunContext, SystemClock, ToolBoundary};
+use invocation_core::{CallPolicy, Clock, InvocationStore, RunContext, SystemClock, ToolBoundary};
 use projectors_logs::{FileLogSource, MockLogSource, query_logs_tool};
 use projectors_mysql::{MysqlAsyncSource, query_mysql_tool};
 use projectors_rag::{MarkdownKnowledgeBase, Progress, lookup_knowledge_tool};
@@ -113,8 +113,8 @@ impl App {
     /// the configured longest duration. The store holds the run's deadline
     /// (its first call's time plus that duration), so every process and
     /// replica serving the run enforces the same one; nothing is kept here.
-    pub(crate) fn run_context(&self, run_id: RunId) -> RunContext {
-        let mut ctx = RunContext::new(run_id);
+    pub(crate) fn run_context(&self, run_id: RunId, policy: CallPolicy) -> RunContext {
+        let mut ctx = RunContext::new(run_id, policy);
         ctx.max_duration = self.run.deadline;
         ctx.run_budget = self.run.budget;
         ctx.tool_budgets = self.run.tool_budgets.clone();

@@ -5,7 +5,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use aci_contracts::{RunId, tool_definitions};
-use invocation_core::{CitationVerdict, InvocationRecord, RecordFields, RunState, ToolEnvelope};
+use invocation_core::{
+    CallPolicy, CitationVerdict, InvocationRecord, RecordFields, RunState, ToolEnvelope,
+};
 use serde_json::{Value, json};
 
 use crate::app::{App, StoreSpec};
@@ -153,7 +155,9 @@ async fn call(
     };
     let tool_call_id = tool_call_id.unwrap_or_else(|| fresh_id("call").into_string());
     let app = App::build(&config, store.store.as_deref()).await?;
-    let ctx = app.run_context(run_id.clone());
+    // The operator who runs `aci call` is the harness: the call is theirs,
+    // and every tool the command registers is read-only.
+    let ctx = app.run_context(run_id.clone(), CallPolicy::AUTHORIZED_READ_ONLY);
     let envelope = ToolEnvelope::new(tool_call_id, run_id.as_str(), tool, arguments);
     let outcome = app.boundary.invoke(&ctx, envelope).await;
     let compact = serde_json::to_string(&outcome)

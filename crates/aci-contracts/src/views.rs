@@ -32,6 +32,12 @@ pub struct HarnessControlView {
     /// The failure's code, for `ERROR`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_code: Option<ErrorCode>,
+    /// For `ERROR`: whether calling again later, unchanged, may succeed, as
+    /// recorded with the error (a tool's own verdict when it failed). Never
+    /// shown to the model, whose error result says only its code's constant
+    /// message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retryable: Option<bool>,
     /// Items returned to the model.
     pub returned_count: u64,
     /// All matches the source reported (log results).

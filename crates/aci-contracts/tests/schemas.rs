@@ -53,6 +53,52 @@ fn every_schema_has_an_object_root() {
     assert_eq!(schema_for::<ErrorResult>()["type"], "object");
 }
 
+/// Every `format` in `schema` and its subschemas.
+fn formats_in(schema: &Value, out: &mut Vec<String>) {
+    match schema {
+        Value::Object(object) => {
+            if let Some(Value::String(format)) = object.get("format") {
+                out.push(format.clone());
+            }
+            object.values().for_each(|value| formats_in(value, out));
+        }
+        Value::Array(items) => items.iter().for_each(|value| formats_in(value, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn schemas_use_only_standard_formats_and_integers_are_bounded() {
+    let mut schemas = vec![schema_for::<ErrorResult>()];
+    for tool in ToolName::ALL {
+        schemas.extend([
+            request_schema(tool),
+            result_schema(tool),
+            observation_schema(tool),
+            tool.definition().output_schema,
+        ]);
+    }
+    for schema in &schemas {
+        let mut formats = Vec::new();
+        formats_in(schema, &mut formats);
+        for format in formats {
+            assert_eq!(format, "date-time", "non-standard format in {schema}");
+        }
+    }
+    // `lookback_minutes` is a u32 with a declared range; `returned_count` a
+    // u64 with only the type's bounds.
+    let request = request_schema(ToolName::QueryLogs);
+    let lookback = &request["properties"]["lookback_minutes"];
+    assert_eq!(
+        (&lookback["minimum"], &lookback["maximum"]),
+        (&1.into(), &1440.into())
+    );
+    let result = result_schema(ToolName::QueryLogs);
+    let returned = &result["properties"]["returned_count"];
+    assert_eq!(returned["minimum"], 0);
+    assert_eq!(returned["maximum"], u64::MAX);
+}
+
 /// Words that reveal how a tool is built, hosted, bounded or recorded.
 const BANNED: &[&str] = &[
     "milvus",

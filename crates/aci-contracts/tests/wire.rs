@@ -260,6 +260,7 @@ fn golden_control_view() {
         status: InvocationStatus::Ready,
         evidence_status: EvidenceStatus::NoEvidence,
         error_code: None,
+        retryable: None,
         returned_count: 0,
         match_count: Some(0),
         truncated: false,
@@ -293,6 +294,7 @@ fn golden_control_view() {
         status: InvocationStatus::Error,
         evidence_status: EvidenceStatus::Error,
         error_code: Some(ErrorCode::InvalidToolCallId),
+        retryable: Some(false),
         match_count: None,
         scope: Value::Null,
         scope_fingerprint: None,
@@ -309,6 +311,7 @@ fn golden_control_view() {
             "status": "ERROR",
             "evidence_status": "ERROR",
             "error_code": "INVALID_TOOL_CALL_ID",
+            "retryable": false,
             "returned_count": 0,
             "truncated": false,
             "scope": null

@@ -365,6 +365,7 @@ impl StoreToolJournal {
                 Ok(Some(record)) if record.status == InvocationStatus::Projecting => {
                     let finalization = Finalization::Error {
                         error_code: code,
+                        retryable: code.is_transient(),
                         raw_json: None,
                         finished_at: self.clock.now(),
                     };
@@ -396,6 +397,7 @@ impl StoreToolJournal {
             },
             Outcome::Failed { code, output_json } => Finalization::Error {
                 error_code: *code,
+                retryable: code.is_transient(),
                 raw_json: Some(output_json.clone()),
                 finished_at,
             },

@@ -16,14 +16,18 @@
 //! use std::sync::Arc;
 //! use bob_adapter::{BoundaryToolPort, StoreToolJournal};
 //! use bob_core::{JournalEntry, ToolCall, ToolJournalPort, ToolPort};
-//! use invocation_core::ToolBoundary;
+//! use invocation_core::{CallPolicy, ToolBoundary};
 //! use projectors_logs::{MockLogSource, query_logs_tool};
 //! use store_memory::MemoryStore;
 //!
 //! let boundary = ToolBoundary::builder(Arc::new(MemoryStore::new()))
 //!     .tool(query_logs_tool(MockLogSource::new()))
 //!     .build()?;
-//! let tools = BoundaryToolPort::new(boundary.clone(), &"incident-42".to_owned())?;
+//! let tools = BoundaryToolPort::new(
+//!     boundary.clone(),
+//!     &"incident-42".to_owned(),
+//!     CallPolicy::AUTHORIZED_READ_ONLY,
+//! )?;
 //! let args = serde_json::json!({"topic": "APPLICATION", "query": "timeout"});
 //! let call = ToolCall::new("query_logs", args.clone()).with_call_id("toolu_01");
 //!

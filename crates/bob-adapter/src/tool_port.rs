@@ -12,7 +12,7 @@ use aci_contracts::{
 use bob_core::types::ToolKind;
 use bob_core::{SessionId, ToolCall, ToolDescriptor, ToolError, ToolPort, ToolResult};
 use invocation_core::{
-    BoundaryOutcome, InvocationKey, NotCitable, RecordFields, RunContext, ToolBoundary,
+    BoundaryOutcome, CallPolicy, InvocationKey, NotCitable, RecordFields, RunContext, ToolBoundary,
     ToolEnvelope,
 };
 use serde_json::Value;
@@ -87,12 +87,18 @@ const POLL_MAX: Duration = Duration::from_millis(50);
 
 impl BoundaryToolPort {
     /// The port for bob session `session_id`: an active run with that id, no
-    /// deadline and no budgets.
+    /// deadline and no budgets, its calls under the harness's `policy`
+    /// (bob's own policy layer decides before a call reaches the port; the
+    /// port states what it decided, it never assumes an authorized call).
     ///
     /// # Errors
     /// [`Error::InvalidSession`] when the session id is not a valid run id.
-    pub fn new(boundary: ToolBoundary, session_id: &SessionId) -> Result<Self, Error> {
-        let run = RunContext::new(run_id_for_session(session_id)?);
+    pub fn new(
+        boundary: ToolBoundary,
+        session_id: &SessionId,
+        policy: CallPolicy,
+    ) -> Result<Self, Error> {
+        let run = RunContext::new(run_id_for_session(session_id)?, policy);
         Ok(Self::with_run(boundary, run))
     }
 

@@ -151,7 +151,12 @@ async fn a_two_step_diagnosis_survives_a_crash_between_steps() {
     // Process A: step 1 runs, step 2 is asked for, then the process dies.
     let first_observation = {
         let (boundary, counts) = boundary(redis_process(&prefix), None);
-        let port = BoundaryToolPort::new(boundary, &s).unwrap();
+        let port = BoundaryToolPort::new(
+            boundary,
+            &s,
+            invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+        )
+        .unwrap();
         let llm = ScriptedLlm::new(vec![knowledge_step("toolu_1"), logs_step("toolu_2")]);
         let runner = AgentRunner::new(
             &s,
@@ -189,7 +194,12 @@ async fn a_two_step_diagnosis_survives_a_crash_between_steps() {
     // Process B: a new boundary on the same Redis; bob's transcript is gone,
     // so the model starts the diagnosis again, with new call ids.
     let (boundary, counts) = boundary(redis_process(&prefix), None);
-    let port = BoundaryToolPort::new(boundary, &s).unwrap();
+    let port = BoundaryToolPort::new(
+        boundary,
+        &s,
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    )
+    .unwrap();
     let llm = ScriptedLlm::new(vec![knowledge_step("toolu_3"), logs_step("toolu_4")]);
     let sessions = ProcessSessions::default();
     let finished = AgentRunner::new(
@@ -395,7 +405,14 @@ async fn the_scheduler_drops_call_ids_so_the_boundary_refuses_its_calls() {
     let s = session("noids");
     let store = redis_process(&store_redis::testing::unique_prefix());
     let (boundary, counts) = boundary(Arc::clone(&store), None);
-    let port = Arc::new(BoundaryToolPort::new(boundary, &s).unwrap());
+    let port = Arc::new(
+        BoundaryToolPort::new(
+            boundary,
+            &s,
+            invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+        )
+        .unwrap(),
+    );
     let journal = Arc::new(StoreToolJournal::new(store));
     let rt = runtime(
         ScriptedLlm::new(vec![knowledge_step("a"), logs_step("b")]),

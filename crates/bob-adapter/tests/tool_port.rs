@@ -35,7 +35,12 @@ async fn records(port: &BoundaryToolPort) -> usize {
 
 async fn lists_the_frozen_tools(store: Arc<dyn InvocationStore>) {
     let (boundary, _) = boundary(store, None);
-    let port = BoundaryToolPort::new(boundary, &session("list")).unwrap();
+    let port = BoundaryToolPort::new(
+        boundary,
+        &session("list"),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    )
+    .unwrap();
     let listed = ToolCatalogPort::list_tools(&port).await.unwrap();
     let names: Vec<&str> = listed.iter().map(|d| d.id.as_str()).collect();
     assert_eq!(names, ["lookup_knowledge", "query_logs"]);
@@ -55,9 +60,13 @@ async fn three_tools_through_the_port(store: Arc<dyn InvocationStore>) {
     let (boundary, counts) = boundary(store, Some(&db));
     let controls = Arc::new(Mutex::new(Vec::<HarnessControlView>::new()));
     let seen = Arc::clone(&controls);
-    let port = BoundaryToolPort::new(boundary, &session("three"))
-        .unwrap()
-        .on_control(move |view| seen.lock().unwrap().push(view.clone()));
+    let port = BoundaryToolPort::new(
+        boundary,
+        &session("three"),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    )
+    .unwrap()
+    .on_control(move |view| seen.lock().unwrap().push(view.clone()));
     assert_eq!(ToolPort::list_tools(&port).await.unwrap().len(), 3);
 
     let knowledge = ToolExecutorPort::call_tool(
@@ -126,7 +135,12 @@ async fn three_tools_through_the_port(store: Arc<dyn InvocationStore>) {
 
 async fn missing_call_id_is_an_error_result_and_runs_nothing(store: Arc<dyn InvocationStore>) {
     let (boundary, counts) = boundary(store, None);
-    let port = BoundaryToolPort::new(boundary, &session("noid")).unwrap();
+    let port = BoundaryToolPort::new(
+        boundary,
+        &session("noid"),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    )
+    .unwrap();
     for id in [None, Some(""), Some("has space"), Some("{tag}")] {
         let outcome = port
             .call(call(
@@ -151,7 +165,12 @@ async fn missing_call_id_is_an_error_result_and_runs_nothing(store: Arc<dyn Invo
 
 async fn duplicate_call_id_executes_once(store: Arc<dyn InvocationStore>) {
     let (boundary, counts) = boundary(store, None);
-    let port = BoundaryToolPort::new(boundary, &session("dup")).unwrap();
+    let port = BoundaryToolPort::new(
+        boundary,
+        &session("dup"),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    )
+    .unwrap();
     let args = json!({"topic": "APPLICATION", "query": "timeout"});
     let first = port
         .call(call(Some("call-1"), "query_logs", args.clone()))
@@ -214,7 +233,12 @@ async fn duplicate_call_id_executes_once(store: Arc<dyn InvocationStore>) {
 
 async fn is_error_is_exactly_evidence_status_error(store: Arc<dyn InvocationStore>) {
     let (boundary, _) = boundary(store, None);
-    let port = BoundaryToolPort::new(boundary, &session("status")).unwrap();
+    let port = BoundaryToolPort::new(
+        boundary,
+        &session("status"),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    )
+    .unwrap();
     let cases = [
         (
             "query_logs",
@@ -291,11 +315,20 @@ fn a_session_that_is_not_a_run_id_is_refused() {
     let (boundary, _) = boundary(Arc::new(MemoryStore::new()), None);
     for bad in ["", "a b", "a/b", "{x}"] {
         assert!(matches!(
-            BoundaryToolPort::new(boundary.clone(), &bad.to_owned()),
+            BoundaryToolPort::new(
+                boundary.clone(),
+                &bad.to_owned(),
+                invocation_core::CallPolicy::AUTHORIZED_READ_ONLY
+            ),
             Err(Error::InvalidSession)
         ));
     }
-    let port = BoundaryToolPort::new(boundary, &"incident-7".to_owned()).unwrap();
+    let port = BoundaryToolPort::new(
+        boundary,
+        &"incident-7".to_owned(),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    )
+    .unwrap();
     assert_eq!(port.run().run_id, RunId::new("incident-7").unwrap());
 }
 
@@ -307,7 +340,12 @@ async fn other_tools_need_a_descriptor() {
         .tool(fake_tool("echo_facts", FakeExecutor::new()))
         .build()
         .unwrap();
-    let port = BoundaryToolPort::new(boundary, &"s-1".to_owned()).unwrap();
+    let port = BoundaryToolPort::new(
+        boundary,
+        &"s-1".to_owned(),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    )
+    .unwrap();
     assert!(matches!(port.descriptors(), Err(Error::MissingDescriptor)));
     assert!(ToolPort::list_tools(&port).await.is_err());
     let schema = json!({"type": "object", "properties": {"topic": {"type": "string"}}});
@@ -342,7 +380,12 @@ async fn journal_entries_never_feed_boundary_replay(store: Arc<dyn InvocationSto
         })
         .await
         .unwrap();
-    let port = BoundaryToolPort::new(boundary, &s).unwrap();
+    let port = BoundaryToolPort::new(
+        boundary,
+        &s,
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    )
+    .unwrap();
     let outcome = port.call(call(Some("k1"), "lookup_knowledge", args)).await;
     assert!(!outcome.result.is_error, "{}", outcome.result.output);
     assert_eq!(outcome.control.replayed_from, None);
@@ -378,7 +421,11 @@ async fn replay_does_not_skip_policy(store: Arc<dyn InvocationStore>) {
     let args = json!({"query": "connection pool exhausted"});
     let open = BoundaryToolPort::with_run(
         boundary.clone(),
-        RunContext::new(run.clone()).with_tool_budget("lookup_knowledge", 2),
+        RunContext::new(
+            run.clone(),
+            invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+        )
+        .with_tool_budget("lookup_knowledge", 2),
     );
     let first = open
         .call(call(Some("k1"), "lookup_knowledge", args.clone()))
@@ -399,7 +446,10 @@ async fn replay_does_not_skip_policy(store: Arc<dyn InvocationStore>) {
     assert_eq!(third.result.output["error_code"], "TOOL_BUDGET_EXHAUSTED");
     assert!(third.result.is_error);
     // A run the harness stopped gets no replay either.
-    let closed = BoundaryToolPort::with_run(boundary, RunContext::new(run).inactive());
+    let closed = BoundaryToolPort::with_run(
+        boundary,
+        RunContext::new(run, invocation_core::CallPolicy::AUTHORIZED_READ_ONLY).inactive(),
+    );
     let refused = closed
         .call(call(Some("k4"), "lookup_knowledge", args))
         .await;
@@ -428,7 +478,11 @@ async fn the_journal_shares_the_runs_owner(store: Arc<dyn InvocationStore>) {
     use invocation_core::RunContext;
     let (boundary, _) = boundary(store, None);
     let s = session("owned");
-    let ctx = RunContext::new(RunId::new(s.as_str()).unwrap()).with_principal("alice");
+    let ctx = RunContext::new(
+        RunId::new(s.as_str()).unwrap(),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    )
+    .with_principal("alice");
     let port = BoundaryToolPort::with_run(boundary.clone(), ctx.clone());
     let first = port
         .call(call(

@@ -63,7 +63,10 @@ fn time_boundary(
     seq: &Cell<u64>,
 ) -> Duration {
     let args = arguments(case);
-    let ctx = RunContext::new(RunId::new("bench-run").expect("run id"));
+    let ctx = RunContext::new(
+        RunId::new("bench-run").expect("run id"),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    );
     rt.block_on(async {
         let mut total = Duration::ZERO;
         let mut b = boundary(case);

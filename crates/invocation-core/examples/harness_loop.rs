@@ -22,7 +22,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let boundary = ToolBoundary::builder(Arc::new(MemoryStore::new()))
         .tool(fake::fake_tool("lookup", FakeExecutor::new()))
         .build()?;
-    let run = RunContext::new(RunId::new("run-demo")?).with_run_budget(10);
+    let run = RunContext::new(
+        RunId::new("run-demo")?,
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    )
+    .with_run_budget(10);
 
     // 2. The model asked for three tool calls; the framework gave them ids.
     let calls = [

@@ -8,11 +8,49 @@ use serde::{Serialize, Serializer};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-/// The harness's view of the run a call belongs to.
+/// What the harness's policy decided for a call: trusted data from the
+/// harness, never read from the framework's [`ToolEnvelope`].
+///
+/// It has no default: every caller of the boundary states it, so no call is
+/// authorized because someone forgot to say otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CallPolicy {
+    /// Whether the harness authorized the call; `false` refuses it with
+    /// `UNAUTHORIZED`.
+    pub authorized: bool,
+    /// Whether the harness classifies the call as read-only; `false` refuses
+    /// it with `NOT_READ_ONLY`. The boundary also refuses any tool not
+    /// declared read-only.
+    pub read_only: bool,
+}
+
+impl CallPolicy {
+    /// Authorized and read-only: a harness whose every call may run a
+    /// read-only tool (the `aci` command, whose callers are authenticated
+    /// before they reach the boundary).
+    pub const AUTHORIZED_READ_ONLY: Self = Self::new(true, true);
+
+    /// Refused: the harness did not authorize the call.
+    pub const UNAUTHORIZED: Self = Self::new(false, true);
+
+    /// A policy as stated.
+    #[must_use]
+    pub const fn new(authorized: bool, read_only: bool) -> Self {
+        Self {
+            authorized,
+            read_only,
+        }
+    }
+}
+
+/// The harness's view of the run a call belongs to, and its policy for the
+/// call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunContext {
     /// The run's id.
     pub run_id: RunId,
+    /// The harness's policy for the call (authorization, read-only).
+    pub policy: CallPolicy,
     /// Whether the run still accepts tool calls.
     pub active: bool,
     /// When the run must stop, as the harness knows it; calls at or after it
@@ -34,11 +72,13 @@ pub struct RunContext {
 }
 
 impl RunContext {
-    /// An active run with no deadline and no budgets.
+    /// An active run with no deadline and no budgets, its calls under
+    /// `policy`.
     #[must_use]
-    pub const fn new(run_id: RunId) -> Self {
+    pub const fn new(run_id: RunId, policy: CallPolicy) -> Self {
         Self {
             run_id,
+            policy,
             active: true,
             deadline: None,
             max_duration: None,
@@ -46,6 +86,13 @@ impl RunContext {
             run_budget: None,
             tool_budgets: BTreeMap::new(),
         }
+    }
+
+    /// Sets the policy for the next calls.
+    #[must_use]
+    pub const fn with_policy(mut self, policy: CallPolicy) -> Self {
+        self.policy = policy;
+        self
     }
 
     /// Sets the deadline.
@@ -93,7 +140,9 @@ impl RunContext {
 
 /// One tool call exactly as the agent framework produced it.
 ///
-/// Nothing here is trusted: the boundary validates every field.
+/// Nothing here is trusted: the boundary validates every field. What the
+/// harness decides about the call (authorization, read-only) is its
+/// [`CallPolicy`], in the [`RunContext`], never here.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolEnvelope {
     /// The framework's tool call id, as given (validated by the boundary, never
@@ -105,14 +154,10 @@ pub struct ToolEnvelope {
     pub tool_name: String,
     /// The arguments as the framework's JSON text.
     pub arguments: String,
-    /// Whether the harness's policy authorized this call.
-    pub authorized: bool,
-    /// Whether the call is read-only.
-    pub read_only: bool,
 }
 
 impl ToolEnvelope {
-    /// An authorized, read-only call.
+    /// A call as the framework made it.
     pub fn new(
         tool_call_id: impl Into<String>,
         run_id: impl Into<String>,
@@ -124,23 +169,7 @@ impl ToolEnvelope {
             run_id: run_id.into(),
             tool_name: tool_name.into(),
             arguments: arguments.into(),
-            authorized: true,
-            read_only: true,
         }
-    }
-
-    /// Sets the authorization flag.
-    #[must_use]
-    pub const fn authorized(mut self, authorized: bool) -> Self {
-        self.authorized = authorized;
-        self
-    }
-
-    /// Sets the read-only flag.
-    #[must_use]
-    pub const fn read_only(mut self, read_only: bool) -> Self {
-        self.read_only = read_only;
-        self
     }
 }
 

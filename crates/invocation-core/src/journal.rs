@@ -146,6 +146,7 @@ impl Journal {
             }
             let finalization = Finalization::Error {
                 error_code: ErrorCode::ExecutionAbandoned,
+                retryable: ErrorCode::ExecutionAbandoned.is_transient(),
                 raw_json: None,
                 finished_at: self.clock.now(),
             };

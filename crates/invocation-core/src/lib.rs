@@ -41,6 +41,7 @@ mod context;
 pub mod fingerprint;
 mod journal;
 mod limits;
+mod port_error;
 mod recall;
 mod record;
 mod store;
@@ -58,7 +59,7 @@ pub mod whitespace;
 
 pub use boundary::{BuildError, ToolBoundary, ToolBoundaryBuilder};
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use context::{BoundaryOutcome, ModelObservation, RunContext, ToolEnvelope};
+pub use context::{BoundaryOutcome, CallPolicy, ModelObservation, RunContext, ToolEnvelope};
 pub use fingerprint::ScopeFingerprint;
 pub use journal::{CitationCheck, CitationVerdict, Journal, NotCitable};
 pub use limits::{
@@ -66,9 +67,10 @@ pub use limits::{
     DEFAULT_MAX_REQUEST_BYTES, DEFAULT_RECORD_TTL, DEFAULT_TIMEOUT, InvalidLimit, LimitOverrides,
     Limits, LimitsConfig,
 };
+pub use port_error::PortError;
 pub use record::{
-    Budgets, Created, Finalization, InvocationKey, InvocationRecord, NewInvocation, ReadyEvidence,
-    RecordFields, RunState, RunTerms, SameScope,
+    Budgets, Created, FinalFields, Finalization, InvocationKey, InvocationRecord, NewInvocation,
+    ReadyEvidence, RecordFields, RunState, RunTerms, SameScope,
 };
 pub use store::{BoxError, InvocationStore, ScopeIndex, Settled, StoreError, Unsettled};
 pub use tool::SourceError;

@@ -177,6 +177,10 @@ pub enum Finalization {
     Error {
         /// The safe error code.
         error_code: ErrorCode,
+        /// Whether calling again later, unchanged, may succeed (the
+        /// executor's own verdict when it failed, else the code's);
+        /// harness-only.
+        retryable: bool,
         /// The raw response when it was obtained and fits; harness-only.
         raw_json: Option<String>,
         /// When the call finished.
@@ -193,6 +197,84 @@ impl Finalization {
             Self::Error { .. } => InvocationStatus::Error,
         }
     }
+
+    /// What it writes, field by field: the one mapping of a finalization to
+    /// a record's fields, which every store writes as it is.
+    #[must_use]
+    pub fn fields(&self) -> FinalFields<'_> {
+        match self {
+            Self::Ready {
+                evidence,
+                raw_json,
+                agent_result_json,
+                redactions,
+                replayed_from,
+                finished_at,
+            } => FinalFields {
+                status: InvocationStatus::Ready,
+                evidence_status: evidence.status(),
+                error_code: None,
+                retryable: None,
+                finished_at: *finished_at,
+                raw_json: Some(raw_json),
+                agent_result_json: Some(agent_result_json),
+                replayed_from: replayed_from.as_ref(),
+                redactions: (!redactions.is_empty()).then_some(redactions),
+            },
+            Self::Error {
+                error_code,
+                retryable,
+                raw_json,
+                finished_at,
+            } => FinalFields {
+                status: InvocationStatus::Error,
+                evidence_status: EvidenceStatus::Error,
+                error_code: Some(*error_code),
+                retryable: Some(*retryable),
+                finished_at: *finished_at,
+                raw_json: raw_json.as_deref(),
+                agent_result_json: None,
+                replayed_from: None,
+                redactions: None,
+            },
+        }
+    }
+
+    /// Its payloads, raw response and agent result, moved out.
+    fn into_payloads(self) -> (Option<String>, Option<String>) {
+        match self {
+            Self::Ready {
+                raw_json,
+                agent_result_json,
+                ..
+            } => (Some(raw_json), Some(agent_result_json)),
+            Self::Error { raw_json, .. } => (raw_json, None),
+        }
+    }
+}
+
+/// The fields a [`Finalization`] sets on its record
+/// ([`Finalization::fields`]); a field that is `None` is not written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FinalFields<'a> {
+    /// `READY` or `ERROR`.
+    pub status: InvocationStatus,
+    /// `EVIDENCE_FOUND` or `NO_EVIDENCE` when READY, `ERROR` when ERROR.
+    pub evidence_status: EvidenceStatus,
+    /// The safe error code (ERROR).
+    pub error_code: Option<ErrorCode>,
+    /// Whether calling again may succeed (ERROR).
+    pub retryable: Option<bool>,
+    /// When the call finished.
+    pub finished_at: Timestamp,
+    /// The raw response, when kept.
+    pub raw_json: Option<&'a str>,
+    /// The bounded agent result (READY).
+    pub agent_result_json: Option<&'a str>,
+    /// The READY record whose result it replays.
+    pub replayed_from: Option<&'a ToolCallId>,
+    /// What the projection redacted, per rule (READY, when anything was).
+    pub redactions: Option<&'a Redactions>,
 }
 
 /// Which parts of a record a read returns. Metadata is always returned.
@@ -222,6 +304,10 @@ pub struct InvocationRecord {
     pub evidence_status: Option<EvidenceStatus>,
     /// The safe error code of an ERROR record.
     pub error_code: Option<ErrorCode>,
+    /// Whether calling again later, unchanged, may succeed: for an ERROR
+    /// record, as recorded with its error; `None` otherwise, and for an
+    /// ERROR record written without it.
+    pub retryable: Option<bool>,
     /// Fingerprint of tool name and normalized scope.
     pub scope_fingerprint: ScopeFingerprint,
     /// When it was created.
@@ -261,6 +347,7 @@ impl InvocationRecord {
             status: InvocationStatus::Projecting,
             evidence_status: None,
             error_code: None,
+            retryable: None,
             scope_fingerprint: new.scope_fingerprint,
             created_at: new.created_at,
             finished_at: None,
@@ -277,38 +364,17 @@ impl InvocationRecord {
 
     /// Applies `finalization` (the caller has checked the record is PROJECTING).
     pub fn apply(&mut self, finalization: Finalization) {
-        match finalization {
-            Finalization::Ready {
-                evidence,
-                raw_json,
-                agent_result_json,
-                redactions,
-                replayed_from,
-                finished_at,
-            } => {
-                self.redactions = redactions;
-                self.status = InvocationStatus::Ready;
-                self.evidence_status = Some(evidence.status());
-                self.raw_bytes = Some(raw_json.len() as u64);
-                self.agent_result_bytes = Some(agent_result_json.len() as u64);
-                self.raw_json = Some(raw_json);
-                self.agent_result_json = Some(agent_result_json);
-                self.replayed_from = replayed_from;
-                self.finished_at = Some(finished_at);
-            }
-            Finalization::Error {
-                error_code,
-                raw_json,
-                finished_at,
-            } => {
-                self.status = InvocationStatus::Error;
-                self.evidence_status = Some(EvidenceStatus::Error);
-                self.error_code = Some(error_code);
-                self.raw_bytes = raw_json.as_ref().map(|r| r.len() as u64);
-                self.raw_json = raw_json;
-                self.finished_at = Some(finished_at);
-            }
-        }
+        let fields = finalization.fields();
+        self.status = fields.status;
+        self.evidence_status = Some(fields.evidence_status);
+        self.error_code = fields.error_code;
+        self.retryable = fields.retryable;
+        self.finished_at = Some(fields.finished_at);
+        self.replayed_from = fields.replayed_from.cloned();
+        self.redactions = fields.redactions.cloned().unwrap_or_default();
+        self.raw_bytes = fields.raw_json.map(|raw| raw.len() as u64);
+        self.agent_result_bytes = fields.agent_result_json.map(|result| result.len() as u64);
+        (self.raw_json, self.agent_result_json) = finalization.into_payloads();
     }
 
     /// A copy holding only the payloads `fields` asks for.
@@ -321,6 +387,7 @@ impl InvocationRecord {
             status: self.status,
             evidence_status: self.evidence_status,
             error_code: self.error_code,
+            retryable: self.retryable,
             scope_fingerprint: self.scope_fingerprint,
             created_at: self.created_at,
             finished_at: self.finished_at,

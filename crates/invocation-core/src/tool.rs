@@ -206,6 +206,20 @@ pub trait Executor: Send + Sync + Debug + 'static {
         request: &Self::Request,
         context: &ExecutionContext,
     ) -> Result<Self::Raw, ExecutionError>;
+
+    /// Waits for the work this executor handed to tasks of its own that must
+    /// finish before the process exits: the cleanup of calls whose future was
+    /// dropped (for example the kill of a statement still running on a
+    /// server). [`ToolBoundary::drain_abandoned`](crate::ToolBoundary::drain_abandoned)
+    /// waits for it, so a tool crate keeps no process-wide state for it.
+    ///
+    /// # Behavior
+    /// - Returns once every such task started before the call has finished
+    ///   or given up (each under a bound of its own); tasks started later may
+    ///   still run.
+    /// - The executor stays usable afterwards.
+    /// - The default has nothing to wait for.
+    async fn drain(&self) {}
 }
 
 /// What a projector knows about the call it projects, and the one redaction
@@ -504,6 +518,8 @@ pub(crate) trait DynTool: Send + Sync + Debug {
     fn read_only(&self) -> bool;
     fn limit_overrides(&self) -> &LimitOverrides;
     fn replay(&self) -> ReplayPolicy;
+    /// The executor's [`Executor::drain`].
+    fn drain(&self) -> futures::future::BoxFuture<'_, ()>;
     /// Decodes and validates arguments (already known to be a JSON object text).
     fn prepare(self: Arc<Self>, arguments: &str) -> Option<Box<dyn PreparedCall>>;
     /// Reads a stored agent result back into its type.
@@ -549,6 +565,10 @@ where
 
     fn replay(&self) -> ReplayPolicy {
         self.spec.replay
+    }
+
+    fn drain(&self) -> futures::future::BoxFuture<'_, ()> {
+        self.spec.executor.drain()
     }
 
     fn prepare(self: Arc<Self>, arguments: &str) -> Option<Box<dyn PreparedCall>> {

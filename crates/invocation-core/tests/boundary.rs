@@ -9,7 +9,7 @@ use std::time::Duration;
 use aci_contracts::{ErrorCode, EvidenceStatus, InvocationStatus, RunId, ToolCallId};
 use invocation_core::clock::add;
 use invocation_core::{
-    BoundaryOutcome, Clock, InvocationKey, InvocationStore, LimitOverrides, Limits,
+    BoundaryOutcome, CallPolicy, Clock, InvocationKey, InvocationStore, LimitOverrides, Limits,
     ModelObservation, RecordFields, RunContext, ToolEnvelope,
 };
 use serde_json::json;
@@ -20,7 +20,7 @@ fn run() -> RunId {
 }
 
 fn ctx() -> RunContext {
-    RunContext::new(run())
+    RunContext::new(run(), invocation_core::CallPolicy::AUTHORIZED_READ_ONLY)
 }
 
 fn envelope(id: &str, arguments: String) -> ToolEnvelope {
@@ -166,6 +166,47 @@ async fn executor_error_panic_and_timeout_finalize_error() {
         .invoke(&ctx(), envelope("after", args(Mode::Found, "x")))
         .await;
     assert_eq!(ok.control.status, InvocationStatus::Ready);
+}
+
+#[tokio::test]
+async fn retryability_is_recorded_with_the_error_and_shown_to_the_harness_only() {
+    let f = fixture(Limits::default());
+    for (id, mode, retryable) in [
+        ("transient", Mode::ExecError, true),
+        ("permanent", Mode::ExecRefused, false),
+    ] {
+        let outcome = f
+            .boundary
+            .invoke(&ctx(), envelope(id, args(mode, "x")))
+            .await;
+        // The model gets the code's constant message either way.
+        assert_error(&outcome, ErrorCode::ExecutionFailed);
+        assert!(
+            !outcome.observation.to_json_string().contains("retryable"),
+            "{id}"
+        );
+        assert_eq!(outcome.control.retryable, Some(retryable), "{id}");
+        assert_eq!(record(&f, id).await.retryable, Some(retryable), "{id}");
+    }
+    // A refusal before any record says what its code says.
+    let refused = f
+        .boundary
+        .invoke(&ctx(), envelope("", args(Mode::Found, "x")))
+        .await;
+    assert_eq!(
+        refused.control.error_code,
+        Some(ErrorCode::InvalidToolCallId)
+    );
+    assert_eq!(
+        refused.control.retryable,
+        Some(ErrorCode::InvalidToolCallId.is_transient())
+    );
+    let ready = f
+        .boundary
+        .invoke(&ctx(), envelope("ok", args(Mode::Found, "x")))
+        .await;
+    assert_eq!(ready.control.retryable, None);
+    assert_eq!(record(&f, "ok").await.retryable, None);
 }
 
 #[tokio::test]
@@ -629,22 +670,22 @@ async fn every_preflight_rejection_runs_nothing_and_records_nothing() {
         ),
         (
             "unauthorized",
-            ctx(),
-            valid().authorized(false),
+            ctx().with_policy(CallPolicy::UNAUTHORIZED),
+            valid(),
             ErrorCode::Unauthorized,
             true,
         ),
         (
             "unauthorized beats writable",
-            ctx(),
-            valid().authorized(false).read_only(false),
+            ctx().with_policy(CallPolicy::new(false, false)),
+            valid(),
             ErrorCode::Unauthorized,
             true,
         ),
         (
             "writable call",
-            ctx(),
-            valid().read_only(false),
+            ctx().with_policy(CallPolicy::new(true, false)),
+            valid(),
             ErrorCode::NotReadOnly,
             true,
         ),
@@ -834,7 +875,8 @@ async fn budgets_stop_calls_before_execution() {
         2,
         "failed calls count, refused ones do not run"
     );
-    let ctx = RunContext::new(run()).with_run_budget(2);
+    let ctx = RunContext::new(run(), invocation_core::CallPolicy::AUTHORIZED_READ_ONLY)
+        .with_run_budget(2);
     let d = f
         .boundary
         .invoke(&ctx, envelope("d", args(Mode::Found, "4")))

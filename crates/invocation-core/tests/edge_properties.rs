@@ -119,7 +119,10 @@ fn check(plan: Vec<Fault>, calls: Vec<Call>) -> Result<(), TestCaseError> {
     let store = Arc::new(FaultyStore::new(MemoryStore::new()).scripted(plan));
     let executor = PerId::default();
     let run = RunId::new(format!("prop-{}", RUN.fetch_add(1, Ordering::SeqCst))).unwrap();
-    let ctx = RunContext::new(run.clone());
+    let ctx = RunContext::new(
+        run.clone(),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    );
 
     // Killed processes: each on a runtime of its own that dies mid-call, so
     // nothing of it runs again (its guards cannot settle anything).

@@ -97,6 +97,10 @@ impl EvidenceResult for Checked {
 #[derive(Debug, Clone, Default)]
 struct Exec {
     runs: Arc<AtomicUsize>,
+    /// Cleanup of dropped calls still running on tasks of the executor's
+    /// own: its `drain` waits until it is notified done.
+    cleanup: Option<Arc<tokio::sync::Notify>>,
+    drains: Arc<AtomicUsize>,
 }
 
 #[async_trait]
@@ -112,6 +116,13 @@ impl Executor for Exec {
         Ok(Raw {
             mode: request.mode.clone(),
         })
+    }
+
+    async fn drain(&self) {
+        self.drains.fetch_add(1, Ordering::SeqCst);
+        if let Some(cleanup) = &self.cleanup {
+            cleanup.notified().await;
+        }
     }
 }
 
@@ -169,7 +180,7 @@ async fn oversized_arguments_are_refused_without_being_decoded() {
         .tool(tool(&exec))
         .build()
         .unwrap();
-    let ctx = RunContext::new(run());
+    let ctx = RunContext::new(run(), invocation_core::CallPolicy::AUTHORIZED_READ_ONLY);
     let huge = format!(r#"{{"mode":"{}"}}"#, "x".repeat(100 * 1024));
     let outcome = boundary
         .invoke(&ctx, ToolEnvelope::new("big", "run-edges", "edge", huge))
@@ -205,7 +216,7 @@ async fn panics_anywhere_are_error_codes_and_records_are_finalized() {
         .tool(tool(&exec))
         .build()
         .unwrap();
-    let ctx = RunContext::new(run());
+    let ctx = RunContext::new(run(), invocation_core::CallPolicy::AUTHORIZED_READ_ONLY);
 
     // Decoding happens in preflight: no record.
     let outcome = boundary.invoke(&ctx, call("p0", "panic_decoding")).await;
@@ -280,7 +291,10 @@ async fn through(store: Faulty, id: &str) -> (Arc<Faulty>, Exec, invocation_core
         .build()
         .unwrap();
     let outcome = boundary
-        .invoke(&RunContext::new(run()), call(id, "fine"))
+        .invoke(
+            &RunContext::new(run(), invocation_core::CallPolicy::AUTHORIZED_READ_ONLY),
+            call(id, "fine"),
+        )
         .await;
     tokio::time::timeout(Duration::from_secs(10), boundary.drain_abandoned())
         .await
@@ -383,4 +397,36 @@ async fn settling_retries_in_the_background_until_the_store_answers() {
         .unwrap()
         .unwrap();
     assert_eq!(record.status, InvocationStatus::Error);
+}
+
+#[tokio::test]
+async fn drain_abandoned_waits_for_every_executors_drain() {
+    let cleanup = Arc::new(tokio::sync::Notify::new());
+    let exec = Exec {
+        cleanup: Some(Arc::clone(&cleanup)),
+        ..Exec::default()
+    };
+    let boundary = ToolBoundary::builder(Arc::new(MemoryStore::new()))
+        .tool(tool(&exec))
+        .build()
+        .unwrap();
+    let mut drain = std::pin::pin!(boundary.drain_abandoned());
+    assert!(
+        futures::poll!(&mut drain).is_pending(),
+        "returned while the executor's cleanup runs"
+    );
+    assert_eq!(exec.drains.load(Ordering::SeqCst), 1);
+    cleanup.notify_one();
+    drain.await;
+    // Drained, the executor still serves, and drains again.
+    let outcome = boundary
+        .invoke(
+            &RunContext::new(run(), invocation_core::CallPolicy::AUTHORIZED_READ_ONLY),
+            call("after-drain", "fine"),
+        )
+        .await;
+    assert_eq!(outcome.control.status, InvocationStatus::Ready);
+    cleanup.notify_one();
+    boundary.drain_abandoned().await;
+    assert_eq!(exec.drains.load(Ordering::SeqCst), 2);
 }

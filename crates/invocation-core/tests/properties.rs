@@ -13,8 +13,8 @@ use aci_contracts::{ErrorCode, InvocationStatus, RunId, ToolCallId};
 use invocation_core::clock::add;
 use invocation_core::conformance::new_invocation;
 use invocation_core::{
-    Clock, Finalization, InvocationKey, InvocationStore, Limits, ManualClock, ReadyEvidence,
-    RecordFields, RunContext, StoreError, ToolEnvelope,
+    CallPolicy, Clock, Finalization, InvocationKey, InvocationStore, Limits, ManualClock,
+    ReadyEvidence, RecordFields, RunContext, StoreError, ToolEnvelope,
 };
 use proptest::prelude::*;
 use store_memory::MemoryStore;
@@ -107,7 +107,7 @@ proptest! {
                             finished_at: clock.now(),
                         }
                     } else {
-                        Finalization::Error { error_code: ErrorCode::ExecutionFailed, raw_json: None, finished_at: clock.now() }
+                        Finalization::Error { error_code: ErrorCode::ExecutionFailed, retryable: true, raw_json: None, finished_at: clock.now() }
                     };
                     let result = rt.block_on(store.finalize(&key_of(i), finalization));
                     match model.get_mut(&i) {
@@ -267,7 +267,7 @@ proptest! {
     fn the_executor_runs_exactly_when_preflight_passes(c in case()) {
         let f = fixture(Limits { max_request_bytes: c.max_request_bytes, ..Limits::default() });
         let run = RunId::new("prop-run").unwrap();
-        let mut ctx = RunContext::new(run.clone());
+        let mut ctx = RunContext::new(run.clone(), CallPolicy::new(c.authorized, c.read_only));
         ctx.active = c.active;
         ctx.deadline = c.deadline.map(|future| {
             if future { add(f.clock.now(), Duration::from_secs(60)) } else { f.clock.now() }
@@ -277,8 +277,6 @@ proptest! {
             run_id: if c.same_run { run.to_string() } else { "other-run".into() },
             tool_name: if c.known_tool { TOOL.into() } else { "unknown_tool".into() },
             arguments: c.arguments.clone(),
-            authorized: c.authorized,
-            read_only: c.read_only,
         };
         let outcome = runtime().block_on(f.boundary.invoke(&ctx, envelope));
         let expected = expected_rejection(&c);
@@ -311,7 +309,7 @@ proptest! {
     fn n_concurrent_distinct_calls_against_budget_b_run_min_n_b(n in 1..48_usize, b in 0..48_u32) {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build().unwrap();
         let f = fixture(Limits::default());
-        let ctx = RunContext::new(RunId::new("budget-run").unwrap()).with_run_budget(b);
+        let ctx = RunContext::new(RunId::new("budget-run").unwrap(), invocation_core::CallPolicy::AUTHORIZED_READ_ONLY).with_run_budget(b);
         let outcomes = rt.block_on(async {
             let mut tasks = Vec::new();
             for i in 0..n {

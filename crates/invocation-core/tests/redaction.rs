@@ -30,7 +30,10 @@ fn boundary(redactor: Option<Arc<Redactor>>) -> (ToolBoundary, Arc<MemoryStore>)
 }
 
 async fn call(boundary: &ToolBoundary, id: &str, text: &str) -> invocation_core::BoundaryOutcome {
-    let ctx = RunContext::new(RunId::new("run-r").unwrap());
+    let ctx = RunContext::new(
+        RunId::new("run-r").unwrap(),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    );
     let envelope = ToolEnvelope::new(id, "run-r", TOOL, args(Mode::Found, text));
     boundary.invoke(&ctx, envelope).await
 }

@@ -37,7 +37,10 @@ async fn one_span_per_invocation_without_payloads() {
     let _guard = tracing::subscriber::set_default(subscriber);
 
     let f = fixture(Limits::default());
-    let ctx = RunContext::new(RunId::new("run-trace").unwrap());
+    let ctx = RunContext::new(
+        RunId::new("run-trace").unwrap(),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    );
     let secret_args = args(Mode::Found, SENTINEL);
     f.boundary
         .invoke(

@@ -233,7 +233,10 @@ fn json_lines(mib: u64) {
     let mut query_logs = |now_ms: i64| {
         clock.set(Timestamp::from_unix_millis(now_ms));
         calls += 1;
-        let run = RunContext::new(RunId::new(format!("bench-{calls}")).unwrap());
+        let run = RunContext::new(
+            RunId::new(format!("bench-{calls}")).unwrap(),
+            invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+        );
         let envelope = ToolEnvelope::new(
             "call_1",
             run.run_id.as_str(),

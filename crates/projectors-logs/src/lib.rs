@@ -19,7 +19,8 @@
 //!   byte-bounded messages; `match_count`, `returned_count` and `truncated`.
 //!   With the default [`LogBounds`] the largest possible result fits the
 //!   default agent result limit (16 KiB).
-//! - [`LogSource`] is the port; its error [`LogSourceError`] carries the
+//! - [`LogSource`] is the port; its error [`LogSourceError`] (invocation-core's
+//!   one [`PortError`](invocation_core::PortError)) carries the
 //!   agent-safe category (`EXECUTION_FAILED`, `EXECUTION_TIMEOUT`,
 //!   `DATA_SOURCE_UNKNOWN`, `QUERY_REJECTED`) and whether it is retryable,
 //!   as data, and converts into the boundary's

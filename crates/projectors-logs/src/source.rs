@@ -7,92 +7,14 @@ use std::sync::Arc;
 
 use aci_contracts::{LogTopic, SourceKind, Timestamp};
 use async_trait::async_trait;
-use invocation_core::{BoxError, ExecutionErrorKind, SourceError};
+use invocation_core::PortError;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// Why a [`LogSource`] could not answer: the agent-safe category and whether
-/// the same query may succeed later, as data. The cause stays in
-/// [`source()`](std::error::Error::source), for the harness only; `Display`
-/// is the category's code, and `Debug` shows only whether there is a cause.
-#[derive(thiserror::Error)]
-#[error("{}", self.kind.error_code().as_str())]
-pub struct LogSourceError {
-    kind: ExecutionErrorKind,
-    retryable: bool,
-    #[source]
-    source: Option<BoxError>,
-}
-
-impl LogSourceError {
-    /// An error of `kind`, retryable or not, keeping `source`.
-    pub fn new(kind: ExecutionErrorKind, retryable: bool, source: impl Into<BoxError>) -> Self {
-        Self {
-            kind,
-            retryable,
-            source: Some(source.into()),
-        }
-    }
-
-    /// `EXECUTION_FAILED` that may succeed later (the log service is down, a
-    /// rotation is in progress).
-    pub fn transient(source: impl Into<BoxError>) -> Self {
-        Self::new(ExecutionErrorKind::Failed, true, source)
-    }
-
-    /// `EXECUTION_FAILED` that will not succeed by retrying (a configured
-    /// file that is missing, unreadable or outside its directory).
-    pub fn permanent(source: impl Into<BoxError>) -> Self {
-        Self::new(ExecutionErrorKind::Failed, false, source)
-    }
-
-    /// `EXECUTION_TIMEOUT`: the source gave up in time; retryable.
-    pub fn timeout(source: impl Into<BoxError>) -> Self {
-        Self::new(ExecutionErrorKind::Timeout, true, source)
-    }
-
-    /// `DATA_SOURCE_UNKNOWN`: the source has nothing for the topic, so
-    /// nothing was searched (never "no evidence"); permanent.
-    #[must_use]
-    pub const fn topic_not_configured() -> Self {
-        Self {
-            kind: ExecutionErrorKind::DataSourceUnknown,
-            retryable: false,
-            source: None,
-        }
-    }
-
-    /// `QUERY_REJECTED`: the source refuses the query text (a syntax it
-    /// cannot run); permanent.
-    #[must_use]
-    pub const fn query_rejected() -> Self {
-        Self {
-            kind: ExecutionErrorKind::QueryRejected,
-            retryable: false,
-            source: None,
-        }
-    }
-}
-
-impl SourceError for LogSourceError {
-    fn kind(&self) -> ExecutionErrorKind {
-        self.kind
-    }
-
-    fn retryable(&self) -> bool {
-        self.retryable
-    }
-}
-
-impl Debug for LogSourceError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LogSourceError")
-            .field("kind", &self.kind)
-            .field("retryable", &self.retryable)
-            .field("has_source", &self.source.is_some())
-            .finish()
-    }
-}
+/// The [`LogSource`] port's error: invocation-core's one port error
+/// ([`PortError`]), with the agent-safe category and the retryability as
+/// data.
+pub type LogSourceError = PortError;
 
 /// One logical log search: a topic, the agent's words and a resolved window.
 ///
@@ -167,7 +89,7 @@ pub trait LogSource: Send + Sync + Debug + 'static {
     ///
     /// # Errors
     /// [`LogSourceError`] with the agent-safe category and its retryability:
-    /// - [`LogSourceError::topic_not_configured`] (`DATA_SOURCE_UNKNOWN`)
+    /// - [`LogSourceError::data_source_unknown`] (`DATA_SOURCE_UNKNOWN`)
     ///   when the source has nothing for the topic (nothing was searched);
     /// - [`LogSourceError::query_rejected`] (`QUERY_REJECTED`) when the
     ///   source refuses the query text;
@@ -188,59 +110,5 @@ impl<S: LogSource + ?Sized> LogSource for Arc<S> {
 
     async fn query(&self, query: &LogQuery) -> Result<LogMatches, LogSourceError> {
         (**self).query(query).await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use invocation_core::ExecutionError;
-
-    #[test]
-    fn category_and_retryability_are_data_and_display_is_payload_free() {
-        use ExecutionErrorKind as Kind;
-        let cases = [
-            (
-                LogSourceError::transient("connect to https://user:secret@example failed"),
-                Kind::Failed,
-                true,
-                "EXECUTION_FAILED",
-            ),
-            (
-                LogSourceError::permanent("/var/log/secret/app.log: not found"),
-                Kind::Failed,
-                false,
-                "EXECUTION_FAILED",
-            ),
-            (
-                LogSourceError::timeout("secret"),
-                Kind::Timeout,
-                true,
-                "EXECUTION_TIMEOUT",
-            ),
-            (
-                LogSourceError::topic_not_configured(),
-                Kind::DataSourceUnknown,
-                false,
-                "DATA_SOURCE_UNKNOWN",
-            ),
-            (
-                LogSourceError::query_rejected(),
-                Kind::QueryRejected,
-                false,
-                "QUERY_REJECTED",
-            ),
-        ];
-        for (error, kind, retryable, code) in cases {
-            assert_eq!(error.kind(), kind);
-            assert_eq!(error.retryable(), retryable);
-            assert_eq!(error.to_string(), code);
-            let shown = format!("{error} {error:?}");
-            assert!(!shown.contains("secret"), "{shown}");
-            let execution = ExecutionError::from(error);
-            assert_eq!(execution.kind(), kind, "{code}");
-            assert_eq!(execution.retryable(), retryable, "{code}");
-            assert_eq!(execution.error_code().as_str(), code);
-        }
     }
 }

@@ -37,7 +37,10 @@ impl Harness {
         Self {
             clock,
             boundary,
-            run: RunContext::new(RunId::new("run-logs-e2e").unwrap()),
+            run: RunContext::new(
+                RunId::new("run-logs-e2e").unwrap(),
+                invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+            ),
             calls: 0,
         }
     }
@@ -300,7 +303,7 @@ impl LogSource for FailingSource {
             Self::Reject => LogSourceError::query_rejected(),
             Self::Transient => LogSourceError::transient(secret),
             Self::Permanent => LogSourceError::permanent(secret),
-            Self::Unknown => LogSourceError::topic_not_configured(),
+            Self::Unknown => LogSourceError::data_source_unknown(),
         })
     }
 }

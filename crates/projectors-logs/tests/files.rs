@@ -360,7 +360,10 @@ fn boundary(source: FileLogSource, timeout: Duration) -> (ToolBoundary, RunConte
         .tool(query_logs_tool(source))
         .build()
         .unwrap();
-    let run = RunContext::new(RunId::new(format!("run-files-{}", fastrand_id())).unwrap());
+    let run = RunContext::new(
+        RunId::new(format!("run-files-{}", fastrand_id())).unwrap(),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    );
     (boundary, run)
 }
 

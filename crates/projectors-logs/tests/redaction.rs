@@ -73,7 +73,10 @@ async fn every_planted_secret_is_redacted_counted_and_kept_raw() {
         .collect();
     std::fs::write(dir.path().join("app.log"), lines.join("\n") + "\n").unwrap();
     let boundary = boundary(dir.path());
-    let run = RunContext::new(RunId::new(unique_id("run-redact-logs")).unwrap());
+    let run = RunContext::new(
+        RunId::new(unique_id("run-redact-logs")).unwrap(),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    );
 
     for (i, e) in examples.iter().enumerate() {
         let id = format!("call_{i}");
@@ -145,7 +148,10 @@ async fn patterns_never_show_what_events_redact_and_counts_add_up() {
     ];
     std::fs::write(dir.path().join("app.log"), lines.join("\n") + "\n").unwrap();
     let boundary = boundary(dir.path());
-    let run = RunContext::new(RunId::new(unique_id("run-redact-logs")).unwrap());
+    let run = RunContext::new(
+        RunId::new(unique_id("run-redact-logs")).unwrap(),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    );
     let args = json!({"topic": "APPLICATION", "query": "login failed", "lookback_minutes": 60});
     let envelope = ToolEnvelope::new(
         "call_1",

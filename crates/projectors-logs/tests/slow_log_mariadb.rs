@@ -191,7 +191,10 @@ async fn slow_query_log_statements_are_found_grouped_and_masked() {
         .tool(query_logs_tool(source))
         .build()
         .unwrap();
-    let run = RunContext::new(RunId::new(format!("run-{mark}")).unwrap());
+    let run = RunContext::new(
+        RunId::new(format!("run-{mark}")).unwrap(),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    );
     let envelope = ToolEnvelope::new(
         "call_1",
         run.run_id.as_str(),

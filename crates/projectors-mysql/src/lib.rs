@@ -20,17 +20,23 @@
 //! reach the agent only as their [`ExecutionErrorKind`](invocation_core::ExecutionErrorKind).
 
 mod error;
+mod executor;
 pub mod gate;
 mod projector;
 mod raw;
 mod scope;
 #[cfg(feature = "mysql")]
 mod server;
+mod source;
 #[cfg(feature = "testing")]
 pub mod testing;
-mod tool;
+
+use aci_contracts::{QueryMysqlRequest, ToolName};
+use invocation_core::ToolSpec;
+use invocation_core::bounds::{InvalidBounds, ProjectionBounds};
 
 pub use error::{Error, Rejection, Result};
+pub use executor::QueryMysqlExecutor;
 pub use projector::{
     DEFAULT_MAX_CELL_BYTES, DEFAULT_MAX_COLUMN_NAME_BYTES, DEFAULT_MAX_COLUMNS, DEFAULT_MAX_ROWS,
     DEFAULT_MAX_ROWS_BYTES, MIN_CELL_BYTES, MysqlBounds, MysqlProjector, column_type,
@@ -38,14 +44,42 @@ pub use projector::{
 pub use raw::{RawCell, RawColumn, RawColumnKind, RawResultSet};
 pub use scope::{normalize_sql, query_mysql_scope};
 #[cfg(feature = "mysql")]
-pub use server::drain_kills;
-#[cfg(feature = "mysql")]
 pub use server::{
     DEFAULT_CLIENT_GRACE, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FETCH_ROWS, DEFAULT_MAX_RAW_BYTES,
     DEFAULT_MAX_VALUE_BYTES, DEFAULT_STATEMENT_TIMEOUT, DataSourceConfig, MysqlAsyncSource,
     MysqlConfig,
 };
-pub use tool::{
-    MysqlQuery, MysqlSource, QueryMysqlExecutor, QueryMysqlTool, query_mysql_tool,
-    query_mysql_tool_with,
-};
+pub use source::{MysqlQuery, MysqlSource};
+
+/// The tool type [`query_mysql_tool`] builds.
+pub type QueryMysqlTool<S> = ToolSpec<QueryMysqlExecutor<S>, MysqlProjector>;
+
+/// The frozen `query_mysql` tool over `source`, with the default projection
+/// bounds, request validation (non-blank data source and SQL) and the scope
+/// normalizer [`query_mysql_scope`].
+pub fn query_mysql_tool<S: MysqlSource>(source: S) -> QueryMysqlTool<S> {
+    tool(source, MysqlProjector::default())
+}
+
+/// [`query_mysql_tool`] with other projection bounds.
+///
+/// # Errors
+/// [`InvalidBounds`] when `bounds` cannot guarantee a valid, bounded result;
+/// bounds are refused, never clamped.
+pub fn query_mysql_tool_with<S: MysqlSource>(
+    source: S,
+    bounds: MysqlBounds,
+) -> Result<QueryMysqlTool<S>, InvalidBounds> {
+    bounds.validate()?;
+    Ok(tool(source, MysqlProjector::from_valid(bounds)))
+}
+
+fn tool<S: MysqlSource>(source: S, projector: MysqlProjector) -> QueryMysqlTool<S> {
+    ToolSpec::frozen(
+        ToolName::QueryMysql,
+        QueryMysqlExecutor::new(source),
+        projector,
+    )
+    .validate_with(|request: &QueryMysqlRequest| request.validate().is_ok())
+    .scope_with(query_mysql_scope)
+}

@@ -489,7 +489,10 @@ async fn run_corpus(db: TestDatabase, corpus: Vec<(&'static str, Value, Expect)>
         .tool(query_mysql_tool(Arc::clone(&executor)))
         .build()
         .unwrap();
-    let ctx = RunContext::new(RunId::new("run-attacks").unwrap());
+    let ctx = RunContext::new(
+        RunId::new("run-attacks").unwrap(),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    );
 
     // 1. Through the tool.
     let mut wrong = Vec::new();

@@ -111,7 +111,10 @@ fn boundary(executor: Arc<FakeMysql>) -> ToolBoundary {
 }
 
 async fn call(boundary: &ToolBoundary, id: &str, arguments: Value) -> BoundaryOutcome {
-    let ctx = RunContext::new(RunId::new("run-mysql").unwrap());
+    let ctx = RunContext::new(
+        RunId::new("run-mysql").unwrap(),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    );
     boundary
         .invoke(
             &ctx,

@@ -126,7 +126,10 @@ async fn assert_serves_reads(executor: &MysqlAsyncSource) {
 }
 
 async fn call(boundary: &ToolBoundary, id: &str, arguments: Value) -> BoundaryOutcome {
-    let ctx = RunContext::new(RunId::new("run-mariadb").unwrap());
+    let ctx = RunContext::new(
+        RunId::new("run-mariadb").unwrap(),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    );
     boundary
         .invoke(
             &ctx,
@@ -718,20 +721,25 @@ async fn wait_until_nothing_runs(db: &TestDatabase) -> u64 {
     running
 }
 
+/// The data source `shop` at `url`, which neither of its limits would stop
+/// for 10 minutes, and a boundary whose own execution timeout cancels its
+/// calls after 400 ms.
+fn cancelled_at_400_ms(url: String) -> (Arc<MysqlAsyncSource>, ToolBoundary) {
+    let executor = Arc::new(executor(&[(
+        "shop",
+        DataSourceConfig::new(url)
+            .timeout(Duration::from_secs(600))
+            .client_timeout(Duration::from_secs(600)),
+    )]));
+    let boundary =
+        boundary_with(query_mysql_tool(Arc::clone(&executor)).timeout(Duration::from_millis(400)));
+    (executor, boundary)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_call_cancelled_from_outside_kills_its_statement() {
     with_db(|db| async move {
-        // Neither limit of the executor would stop the statement for 10
-        // minutes; the boundary's own execution timeout cancels the call.
-        let executor = Arc::new(executor(&[(
-            "shop",
-            DataSourceConfig::new(db.reader_url())
-                .timeout(Duration::from_secs(600))
-                .client_timeout(Duration::from_secs(600)),
-        )]));
-        let boundary = boundary_with(
-            query_mysql_tool(Arc::clone(&executor)).timeout(Duration::from_millis(400)),
-        );
+        let (executor, boundary) = cancelled_at_400_ms(db.reader_url());
         let outcome = call(
             &boundary,
             "cancelled",
@@ -749,6 +757,46 @@ async fn a_call_cancelled_from_outside_kills_its_statement() {
         );
         // The pool is usable afterwards.
         assert_serves_reads(&executor).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn drain_abandoned_returns_only_after_a_cancelled_statement_was_killed() {
+    with_db(|db| async move {
+        let url = db.reader_url();
+        // A runtime of its own that ends right after `drain_abandoned`, as a
+        // process exits after it: a kill not finished by then is cancelled
+        // with the runtime and the statement would run on for 10 minutes.
+        let side = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let (_executor, boundary) = cancelled_at_400_ms(url);
+                let outcome = call(
+                    &boundary,
+                    "drained",
+                    json!({"data_source": "shop", "sql": LONG_QUERY, "params": [-5]}),
+                )
+                .await;
+                boundary.drain_abandoned().await;
+                outcome
+            })
+        });
+        let outcome = tokio::task::spawn_blocking(move || side.join().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(
+            outcome.control.error_code,
+            Some(ErrorCode::ExecutionTimeout)
+        );
+        assert_eq!(
+            wait_until_nothing_runs(&db).await,
+            0,
+            "the runtime ended before the cancelled statement was killed"
+        );
     })
     .await;
 }

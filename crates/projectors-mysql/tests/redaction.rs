@@ -90,7 +90,10 @@ async fn every_planted_secret_in_text_json_and_binary_cells_is_redacted() {
         }
         drop(admin);
         let boundary = boundary(&db);
-        let run = RunContext::new(RunId::new(unique_id("run-redact-mysql")).unwrap());
+        let run = RunContext::new(
+            RunId::new(unique_id("run-redact-mysql")).unwrap(),
+            invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+        );
 
         for (i, e) in examples.iter().enumerate() {
             let id = format!("call_{i}");
@@ -165,7 +168,7 @@ async fn columns_named_for_secrets_are_replaced_whole_and_no_row_or_column_is_lo
             .unwrap();
         drop(admin);
         let boundary = boundary(&db);
-        let run = RunContext::new(RunId::new(unique_id("run-redact-mysql")).unwrap());
+        let run = RunContext::new(RunId::new(unique_id("run-redact-mysql")).unwrap(), invocation_core::CallPolicy::AUTHORIZED_READ_ONLY);
         let outcome = call(
             &boundary,
             &run,

@@ -33,7 +33,7 @@
 //! let boundary = ToolBoundary::builder(Arc::new(store_memory::MemoryStore::new()))
 //!     .tool(lookup_knowledge_tool(MarkdownKnowledgeBase::bundled()?))
 //!     .build()?;
-//! let run = RunContext::new(RunId::new("run-1")?);
+//! let run = RunContext::new(RunId::new("run-1")?, invocation_core::CallPolicy::AUTHORIZED_READ_ONLY);
 //! let call = ToolEnvelope::new(
 //!     "call-1",
 //!     "run-1",
@@ -49,6 +49,7 @@
 
 #[cfg(feature = "knowledge-base")]
 mod error;
+mod executor;
 #[cfg(feature = "knowledge-base")]
 mod knowledge_base;
 mod projector;
@@ -61,6 +62,7 @@ use invocation_core::bounds::InvalidBounds;
 
 #[cfg(feature = "knowledge-base")]
 pub use error::{Error, Result};
+pub use executor::KnowledgeExecutor;
 #[cfg(feature = "knowledge-base")]
 pub use knowledge_base::evaluation;
 #[cfg(feature = "knowledge-base")]
@@ -75,7 +77,7 @@ pub use projector::{
     SOURCE_KEYS, STATIC_QUERY_ALLOWANCE_BYTES, TEXT_KEYS, TITLE_KEYS,
 };
 pub use scope::knowledge_scope;
-pub use source::{KnowledgeExecutor, KnowledgeSource, KnowledgeSourceError};
+pub use source::{KnowledgeSource, KnowledgeSourceError};
 
 /// The `lookup_knowledge` tool over the source `S`, as the boundary registers it.
 pub type LookupKnowledgeTool<S> = ToolSpec<KnowledgeExecutor<S>, RagProjector>;

@@ -1,65 +1,16 @@
-//! The knowledge source port, its error, and the executor that calls it.
+//! The knowledge source port and its error.
 
 use std::fmt::Debug;
 use std::sync::Arc;
 
-use aci_contracts::LookupKnowledgeRequest;
 use async_trait::async_trait;
-use invocation_core::whitespace::collapse_whitespace;
-use invocation_core::{
-    BoxError, ExecutionContext, ExecutionError, ExecutionErrorKind, Executor, SourceError,
-};
+use invocation_core::{ExecutionContext, PortError};
 use serde_json::Value;
 
-/// Why a [`KnowledgeSource`] could not answer: the agent-safe category and
-/// whether the same query may succeed later, as data. The cause stays in
-/// [`source()`](std::error::Error::source), for the harness only; `Display`
-/// is the category's code.
-#[derive(Debug, thiserror::Error)]
-#[error("{}", self.kind.error_code().as_str())]
-pub struct KnowledgeSourceError {
-    kind: ExecutionErrorKind,
-    retryable: bool,
-    #[source]
-    source: Option<BoxError>,
-}
-
-impl KnowledgeSourceError {
-    /// An error of `kind`, retryable or not, keeping `source`.
-    pub fn new(kind: ExecutionErrorKind, retryable: bool, source: impl Into<BoxError>) -> Self {
-        Self {
-            kind,
-            retryable,
-            source: Some(source.into()),
-        }
-    }
-
-    /// `EXECUTION_FAILED` that may succeed later (the retriever is down, the
-    /// knowledge directory is being refilled).
-    pub fn transient(source: impl Into<BoxError>) -> Self {
-        Self::new(ExecutionErrorKind::Failed, true, source)
-    }
-
-    /// `EXECUTION_FAILED` that will not succeed by retrying (a broken index).
-    pub fn permanent(source: impl Into<BoxError>) -> Self {
-        Self::new(ExecutionErrorKind::Failed, false, source)
-    }
-
-    /// `EXECUTION_TIMEOUT`: the retriever gave up in time; retryable.
-    pub fn timeout(source: impl Into<BoxError>) -> Self {
-        Self::new(ExecutionErrorKind::Timeout, true, source)
-    }
-}
-
-impl SourceError for KnowledgeSourceError {
-    fn kind(&self) -> ExecutionErrorKind {
-        self.kind
-    }
-
-    fn retryable(&self) -> bool {
-        self.retryable
-    }
-}
+/// The [`KnowledgeSource`] port's error: invocation-core's one port error
+/// ([`PortError`]), with the agent-safe category and the retryability as
+/// data.
+pub type KnowledgeSourceError = PortError;
 
 /// Where `lookup_knowledge` gets passages from: a retrieval service, a vector
 /// store, or the bundled [`MarkdownKnowledgeBase`](crate::MarkdownKnowledgeBase).
@@ -74,7 +25,8 @@ pub trait KnowledgeSource: Send + Sync + Debug + 'static {
     ///
     /// # Behavior
     /// - `query` is already whitespace-collapsed (see
-    ///   [`collapse_whitespace`]) and not blank.
+    ///   [`collapse_whitespace`](invocation_core::whitespace::collapse_whitespace))
+    ///   and not blank.
     /// - The response is JSON in one of the shapes the projector accepts
     ///   (see `docs/projectors.md`); anything the projector does not know is
     ///   dropped, so a source may return its native response as it is.
@@ -101,40 +53,5 @@ impl<S: KnowledgeSource + ?Sized> KnowledgeSource for Arc<S> {
         context: &ExecutionContext,
     ) -> Result<Value, KnowledgeSourceError> {
         (**self).retrieve(query, context).await
-    }
-}
-
-/// The `lookup_knowledge` executor: sends the whitespace-collapsed query to a
-/// [`KnowledgeSource`] and returns its response as the raw result.
-#[derive(Debug, Clone)]
-pub struct KnowledgeExecutor<S> {
-    source: S,
-}
-
-impl<S: KnowledgeSource> KnowledgeExecutor<S> {
-    /// An executor over `source`.
-    pub const fn new(source: S) -> Self {
-        Self { source }
-    }
-
-    /// The source.
-    #[must_use]
-    pub const fn source(&self) -> &S {
-        &self.source
-    }
-}
-
-#[async_trait]
-impl<S: KnowledgeSource> Executor for KnowledgeExecutor<S> {
-    type Request = LookupKnowledgeRequest;
-    type Raw = Value;
-
-    async fn execute(
-        &self,
-        request: &LookupKnowledgeRequest,
-        context: &ExecutionContext,
-    ) -> Result<Value, ExecutionError> {
-        let query = collapse_whitespace(&request.query);
-        Ok(self.source.retrieve(&query, context).await?)
     }
 }

@@ -32,7 +32,10 @@ impl Harness {
             .unwrap();
         Self {
             boundary,
-            run: RunContext::new(RunId::new(run_id).unwrap()),
+            run: RunContext::new(
+                RunId::new(run_id).unwrap(),
+                invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+            ),
             next_call: std::sync::atomic::AtomicU32::new(1),
         }
     }

@@ -261,7 +261,10 @@ fn boundary(base: MarkdownKnowledgeBase, limits: Limits) -> ToolBoundary {
 }
 
 async fn lookup(boundary: &ToolBoundary, call: &str, query: &str) -> Value {
-    let run = RunContext::new(RunId::new("run-life").unwrap());
+    let run = RunContext::new(
+        RunId::new("run-life").unwrap(),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    );
     let arguments = serde_json::json!({ "query": query }).to_string();
     let envelope = ToolEnvelope::new(call, "run-life", "lookup_knowledge", arguments);
     boundary.invoke(&run, envelope).await.observation.to_json()

@@ -1,14 +1,16 @@
 //! Properties of the RAG projector over arbitrary upstream responses: bounded
-//! output, exact excerpts, consistent counts, only frozen fields, determinism.
+//! output, exact excerpts, consistent counts; and the projector conformance
+//! suite (only frozen fields, determinism, truncation never silent).
 //!
 //! Case count: `PROPTEST_CASES` (default 64; raise it for a deeper run).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeSet;
-
-use aci_contracts::{EvidenceResult, LookupKnowledgeResult, ReadyEvidenceStatus, ToolCallId};
+use aci_contracts::{
+    EvidenceResult, LookupKnowledgeRequest, LookupKnowledgeResult, ReadyEvidenceStatus, ToolCallId,
+};
 use invocation_core::DEFAULT_MAX_AGENT_RESULT_BYTES;
+use invocation_core::conformance::ProjectorHarness;
 use projectors_rag::{
     HEADING_KEYS, ID_KEYS, LIST_KEYS, MIN_TEXT_BYTES, MarkdownKnowledgeBase, RagBounds,
     RagProjector, SOURCE_KEYS, STATIC_QUERY_ALLOWANCE_BYTES, TEXT_KEYS, TITLE_KEYS,
@@ -145,19 +147,6 @@ fn strings_in(value: &Value, out: &mut Vec<String>) {
     }
 }
 
-fn keys_in(value: &Value, out: &mut BTreeSet<String>) {
-    match value {
-        Value::Array(items) => items.iter().for_each(|item| keys_in(item, out)),
-        Value::Object(map) => {
-            for (key, item) in map {
-                out.insert(key.clone());
-                keys_in(item, out);
-            }
-        }
-        _ => {}
-    }
-}
-
 fn check_invariants(result: &LookupKnowledgeResult, raw: &Value, bounds: &RagBounds) {
     result.validate().unwrap();
     assert_eq!(result.returned_count, result.evidence.len() as u64);
@@ -191,32 +180,87 @@ fn check_invariants(result: &LookupKnowledgeResult, raw: &Value, bounds: &RagBou
             item.excerpt
         );
     }
-    let serialized: Value = serde_json::to_value(result).unwrap();
-    let mut keys = BTreeSet::new();
-    keys_in(&serialized, &mut keys);
-    let allowed: BTreeSet<String> = [
-        "evidence_status",
-        "tool_call_id",
-        "query",
-        "evidence",
-        "returned_count",
-        "relevance_level",
-        "truncated",
-        "document_id",
-        "source",
-        "title",
-        "breadcrumb",
-        "excerpt",
-    ]
-    .into_iter()
-    .map(str::to_owned)
-    .collect();
-    assert!(
-        keys.is_subset(&allowed),
-        "unexpected keys: {:?}",
-        keys.difference(&allowed)
-    );
 }
+
+/// The projector conformance suite of invocation-core, over arbitrary
+/// responses and over well-formed ones (whose cuts can be told from outside).
+struct Rag;
+
+impl ProjectorHarness for Rag {
+    type Projector = RagProjector;
+
+    fn projector(&self) -> RagProjector {
+        RagProjector::default()
+    }
+
+    fn request(&self, _raw: &Value) -> LookupKnowledgeRequest {
+        LookupKnowledgeRequest {
+            query: "disk full".into(),
+        }
+    }
+
+    /// For a `{"documents": [{"id", "text"}, ...]}` response: the result
+    /// keeps the first usable documents in order, so something was cut
+    /// when fewer came back than were usable or an excerpt is shorter than
+    /// its trimmed text.
+    fn was_cut(&self, raw: &Value, result: &LookupKnowledgeResult) -> Option<bool> {
+        let raw = raw.as_object().filter(|raw| raw.len() == 1)?;
+        let documents = raw.get("documents")?.as_array()?;
+        let mut usable = Vec::new();
+        for document in documents {
+            let object = document.as_object()?;
+            let mut keys: Vec<&str> = object.keys().map(String::as_str).collect();
+            keys.sort_unstable();
+            if keys != ["id", "score", "text"] || object.get("id")?.as_str().is_none() {
+                return None;
+            }
+            let text = object.get("text")?.as_str()?.trim();
+            if !text.is_empty() {
+                usable.push(text);
+            }
+        }
+        let shortened = usable
+            .iter()
+            .zip(&result.evidence)
+            .any(|(text, item)| item.excerpt.len() < text.len());
+        Some(result.evidence.len() < usable.len() || shortened)
+    }
+
+    fn result_keys(&self) -> &'static [&'static str] {
+        &[
+            "evidence_status",
+            "tool_call_id",
+            "query",
+            "evidence",
+            "returned_count",
+            "relevance_level",
+            "truncated",
+            "document_id",
+            "source",
+            "title",
+            "breadcrumb",
+            "excerpt",
+        ]
+    }
+}
+
+/// Well-formed documents: ids, texts of every length (blank ones too).
+fn well_formed() -> impl Strategy<Value = Value> {
+    prop::collection::vec(
+        prop_oneof![3 => "[a-z .\n\"]{0,300}", 1 => "[a-z]{1000,2000}", 1 => "\\s{0,3}"],
+        0..9,
+    )
+    .prop_map(|texts| {
+        let documents: Vec<Value> = texts
+            .iter()
+            .enumerate()
+            .map(|(i, text)| serde_json::json!({"id": format!("doc-{i}"), "text": text, "score": 1.0}))
+            .collect();
+        serde_json::json!({ "documents": documents })
+    })
+}
+
+invocation_core::projector_conformance_tests!(Rag, prop_oneof![well_formed(), response()]);
 
 proptest! {
     #![proptest_config(config())]
@@ -278,54 +322,6 @@ proptest! {
         let len = serde_json::to_string(&result).unwrap().len();
         prop_assert!(len <= max_result_bytes, "{len} > {max_result_bytes}");
         check_invariants(&result, &raw, &projector.bounds());
-    }
-
-    /// Same input, same output, byte for byte.
-    #[test]
-    fn projection_is_deterministic(raw in response(), query in query(200)) {
-        let projector = RagProjector::default();
-        let id = ToolCallId::new("call_1").unwrap();
-        let first = projector.project_response(&id, &query, &raw).unwrap();
-        let second = projector.project_response(&id, &query, &raw.clone()).unwrap();
-        prop_assert_eq!(serde_json::to_string(&first).unwrap(), serde_json::to_string(&second).unwrap());
-    }
-
-    /// Well-formed documents: exactly the first `max_items` usable ones come
-    /// back, each excerpt is a prefix of its trimmed text, and `truncated` is
-    /// true exactly when a usable document was left out or an excerpt shortened.
-    #[test]
-    fn truncation_is_never_silent(
-        texts in prop::collection::vec(
-            prop_oneof![3 => "[a-z .\n\"]{0,300}", 1 => "[a-z]{1000,2000}", 1 => "\\s{0,3}"],
-            0..9,
-        ),
-    ) {
-        let documents: Vec<Value> = texts
-            .iter()
-            .enumerate()
-            .map(|(i, text)| serde_json::json!({"id": format!("doc-{i}"), "text": text, "score": 1.0}))
-            .collect();
-        let raw = serde_json::json!({ "documents": documents });
-        let bounds = RagBounds::default();
-        let result = RagProjector::new(bounds)
-            .unwrap()
-            .project_response(&ToolCallId::new("c").unwrap(), "q", &raw)
-            .unwrap();
-        let usable: Vec<(usize, &str)> = texts
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (i, t.trim()))
-            .filter(|(_, t)| !t.is_empty())
-            .collect();
-        let kept = &usable[..usable.len().min(bounds.max_items)];
-        prop_assert_eq!(result.evidence.len(), kept.len());
-        let mut shortened = false;
-        for ((i, text), item) in kept.iter().zip(&result.evidence) {
-            prop_assert_eq!(&item.document_id, &format!("doc-{i}"));
-            prop_assert!(text.starts_with(item.excerpt.as_str()));
-            shortened |= item.excerpt.len() < text.len();
-        }
-        prop_assert_eq!(result.truncated, shortened || usable.len() > bounds.max_items);
     }
 }
 

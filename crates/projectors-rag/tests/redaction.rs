@@ -70,7 +70,10 @@ async fn every_planted_secret_in_a_runbook_is_redacted_in_the_excerpt() {
         documents.push(document);
     }
     let boundary = boundary(dir.path());
-    let run = RunContext::new(RunId::new(unique_id("run-redact-rag")).unwrap());
+    let run = RunContext::new(
+        RunId::new(unique_id("run-redact-rag")).unwrap(),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    );
 
     for (i, e) in examples.iter().enumerate() {
         let id = format!("call_{i}");
@@ -138,7 +141,10 @@ async fn titles_and_breadcrumbs_are_redacted_too() {
     )
     .unwrap();
     let boundary = boundary(dir.path());
-    let run = RunContext::new(RunId::new(unique_id("run-redact-rag")).unwrap());
+    let run = RunContext::new(
+        RunId::new(unique_id("run-redact-rag")).unwrap(),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    );
     let outcome = call(&boundary, &run, "call_1", "zebrafish deploy").await;
     let observation = outcome.observation.to_json();
     let text = observation.to_string();

@@ -33,7 +33,10 @@ fn main() -> Outcome<()> {
         .tool(fake_tool(TOOL, FakeExecutor::new()))
         .build()?;
     let run = RunId::new("instructions-run")?;
-    let ctx = RunContext::new(run.clone());
+    let ctx = RunContext::new(
+        run.clone(),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    );
     let arguments = fake::args(Mode::Found, "lookup timeout");
     runtime.block_on(async {
         for i in 0..WARM_UP + calls {

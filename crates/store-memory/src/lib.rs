@@ -294,6 +294,7 @@ impl InvocationStore for MemoryStore {
         let run = state.runs.entry(call.key.run_id.clone()).or_default();
         let finalization = Finalization::Error {
             error_code,
+            retryable: error_code.is_transient(),
             raw_json: None,
             finished_at,
         };

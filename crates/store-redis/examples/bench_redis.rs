@@ -272,7 +272,10 @@ async fn round_trips_and_memory(
 ) -> Outcome<()> {
     let memory_run = RunId::new(unique_id("mem"))?;
     let used_before = admin.used_memory().await?;
-    let ctx = RunContext::new(memory_run.clone());
+    let ctx = RunContext::new(
+        memory_run.clone(),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    );
     for i in 0..MEMORY_SAMPLE {
         let outcome = rig
             .boundary
@@ -854,9 +857,12 @@ async fn run_boundary(
         } else {
             shared.clone()
         };
-        let ctx = RunContext::new(run.clone())
-            .with_run_budget(BUDGET)
-            .with_tool_budget(TOOL, BUDGET);
+        let ctx = RunContext::new(
+            run.clone(),
+            invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+        )
+        .with_run_budget(BUDGET)
+        .with_tool_budget(TOOL, BUDGET);
         let (boundary, arguments) = (boundary.clone(), arguments.to_owned());
         tasks.push(tokio::spawn(async move {
             for i in 0..per_task {

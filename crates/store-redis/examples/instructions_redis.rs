@@ -51,7 +51,10 @@ async fn boundary(store: RedisStore, calls: usize) -> Outcome<()> {
         .tool(fake_tool(TOOL, FakeExecutor::new()))
         .build()?;
     let run = RunId::new(unique_id("instr"))?;
-    let ctx = RunContext::new(run.clone());
+    let ctx = RunContext::new(
+        run.clone(),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    );
     let arguments = fake::args(Mode::Found, "lookup timeout");
     for i in 0..WARM_UP + calls {
         let envelope = ToolEnvelope::new(format!("c{i}"), run.as_str(), TOOL, arguments.clone());

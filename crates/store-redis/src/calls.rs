@@ -8,7 +8,7 @@
 //!
 //! The argument order is the scripts' contract (see `scripts.rs`).
 
-use aci_contracts::{ErrorCode, EvidenceStatus, InvocationStatus, Timestamp};
+use aci_contracts::{ErrorCode, InvocationStatus, Timestamp};
 use invocation_core::{Finalization, InvocationKey, NewInvocation, Unsettled};
 use redis::{Arg, Cmd, RedisWrite};
 
@@ -219,14 +219,9 @@ pub(crate) fn finalize(
     finalization: &Finalization,
 ) -> Cmd {
     let id = key.tool_call_id.as_str();
-    let payload = match finalization {
-        Finalization::Ready {
-            raw_json,
-            agent_result_json,
-            ..
-        } => raw_json.len() + agent_result_json.len(),
-        Finalization::Error { raw_json, .. } => raw_json.as_ref().map_or(0, String::len),
-    };
+    let fields = finalization.fields();
+    let payload =
+        fields.raw_json.map_or(0, str::len) + fields.agent_result_json.map_or(0, str::len);
     let small = 2 * (prefix.len() + key.run_id.as_str().len() + 16) + 3 * id.len() + 256;
     let mut cmd = head(script, invoke, 2 + 2 + 18, payload + small);
     let mut scratch = Scratch::with_capacity(prefix.len() + key.run_id.as_str().len() + 96);
@@ -239,57 +234,49 @@ pub(crate) fn finalize(
     cmd
 }
 
-/// The outcome's field/value pairs (see `codec`).
+/// The outcome's field/value pairs (see `codec`), as
+/// [`Finalization::fields`] maps them.
 fn outcome(cmd: &mut Cmd, scratch: &mut Scratch, finalization: &Finalization) {
-    match finalization {
-        Finalization::Ready {
-            evidence,
-            raw_json,
-            agent_result_json,
-            redactions,
-            replayed_from,
-            finished_at,
-        } => {
-            pair(cmd, STATUS, InvocationStatus::Ready.as_str().as_bytes());
-            pair(
-                cmd,
-                "evidence_status",
-                evidence.status().as_str().as_bytes(),
-            );
-            time_pair(cmd, scratch, "finished_at", finished_at.unix_millis());
-            number_pair(cmd, scratch, "raw_bytes", size(raw_json.len()));
-            number_pair(cmd, scratch, "result_bytes", size(agent_result_json.len()));
-            pair(cmd, "raw", raw_json.as_bytes());
-            pair(cmd, "result", agent_result_json.as_bytes());
-            if let Some(source) = replayed_from {
-                pair(cmd, "replayed_from", source.as_str().as_bytes());
-            }
-            if !redactions.is_empty() {
-                pair(
-                    cmd,
-                    REDACTIONS,
-                    codec::encode_redactions(redactions).as_bytes(),
-                );
-            }
-        }
-        Finalization::Error {
-            error_code,
-            raw_json,
-            finished_at,
-        } => {
-            pair(cmd, STATUS, InvocationStatus::Error.as_str().as_bytes());
-            pair(
-                cmd,
-                "evidence_status",
-                EvidenceStatus::Error.as_str().as_bytes(),
-            );
-            pair(cmd, "error_code", error_code.as_str().as_bytes());
-            time_pair(cmd, scratch, "finished_at", finished_at.unix_millis());
-            if let Some(raw) = raw_json {
-                number_pair(cmd, scratch, "raw_bytes", size(raw.len()));
-                pair(cmd, "raw", raw.as_bytes());
-            }
-        }
+    let fields = finalization.fields();
+    pair(cmd, STATUS, fields.status.as_str().as_bytes());
+    pair(
+        cmd,
+        "evidence_status",
+        fields.evidence_status.as_str().as_bytes(),
+    );
+    if let Some(code) = fields.error_code {
+        pair(cmd, "error_code", code.as_str().as_bytes());
+    }
+    if let Some(retryable) = fields.retryable {
+        pair(cmd, "retryable", codec::flag(retryable));
+    }
+    time_pair(
+        cmd,
+        scratch,
+        "finished_at",
+        fields.finished_at.unix_millis(),
+    );
+    if let Some(raw) = fields.raw_json {
+        number_pair(cmd, scratch, "raw_bytes", size(raw.len()));
+    }
+    if let Some(result) = fields.agent_result_json {
+        number_pair(cmd, scratch, "result_bytes", size(result.len()));
+    }
+    if let Some(raw) = fields.raw_json {
+        pair(cmd, "raw", raw.as_bytes());
+    }
+    if let Some(result) = fields.agent_result_json {
+        pair(cmd, "result", result.as_bytes());
+    }
+    if let Some(source) = fields.replayed_from {
+        pair(cmd, "replayed_from", source.as_str().as_bytes());
+    }
+    if let Some(redactions) = fields.redactions {
+        pair(
+            cmd,
+            REDACTIONS,
+            codec::encode_redactions(redactions).as_bytes(),
+        );
     }
 }
 
@@ -316,6 +303,7 @@ pub(crate) fn settle(
     cmd.write_arg(key.tool_call_id.as_str().as_bytes());
     let finalization = Finalization::Error {
         error_code,
+        retryable: error_code.is_transient(),
         raw_json: None,
         finished_at,
     };
@@ -509,6 +497,7 @@ mod tests {
         );
         let error = Finalization::Error {
             error_code: ErrorCode::ExecutionTimeout,
+            retryable: false,
             raw_json: None,
             finished_at: Timestamp::from_unix_millis(43),
         };
@@ -523,6 +512,8 @@ mod tests {
                 "ERROR",
                 "error_code",
                 "EXECUTION_TIMEOUT",
+                "retryable",
+                "0",
                 "finished_at",
                 "43",
             ]

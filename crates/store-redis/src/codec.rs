@@ -8,6 +8,7 @@
 //! | `status` | always | `PROJECTING`, `READY`, `ERROR` |
 //! | `evidence_status` | finalized | `EVIDENCE_FOUND`, `NO_EVIDENCE`, `ERROR` |
 //! | `error_code` | ERROR | the safe code |
+//! | `retryable` | ERROR | `1` or `0`: whether calling again may succeed |
 //! | `scope_fp` | always | 64 hex digits |
 //! | `created_at`, `finished_at` | always / finalized | Unix milliseconds |
 //! | `replayed_from` | replayed READY | a tool call id |
@@ -34,13 +35,14 @@ pub(crate) const STATUS: &str = "status";
 pub(crate) const REDACTIONS: &str = "redactions";
 
 /// The small fields, in the order `decode` reads them.
-const METADATA: [&str; 14] = [
+const METADATA: [&str; 15] = [
     "run_id",
     "tool_call_id",
     "tool_name",
     STATUS,
     "evidence_status",
     "error_code",
+    "retryable",
     "scope_fp",
     "created_at",
     "finished_at",
@@ -85,6 +87,10 @@ pub(crate) fn tombstone(
             Cow::Borrowed(EvidenceStatus::Error.as_str()),
         ),
         ("error_code", Cow::Borrowed(error_code.as_str())),
+        (
+            "retryable",
+            Cow::Borrowed(str_flag(error_code.is_transient())),
+        ),
         ("scope_fp", Cow::Owned(call.scope_fingerprint.to_hex())),
         (
             "created_at",
@@ -98,6 +104,15 @@ pub(crate) fn tombstone(
         ("attempt", Cow::Owned(call.attempt.to_string())),
         ("tombstone", Cow::Borrowed("1")),
     ]
+}
+
+/// A stored flag: `1` or `0`.
+pub(crate) const fn flag(value: bool) -> &'static [u8] {
+    str_flag(value).as_bytes()
+}
+
+const fn str_flag(value: bool) -> &'static str {
+    if value { "1" } else { "0" }
 }
 
 type Field = Option<Vec<u8>>;
@@ -131,6 +146,13 @@ pub(crate) fn decode(
         .transpose()?;
     let error_code = optional(next(), "error_code")?
         .map(|s| ErrorCode::parse(&s).ok_or_else(|| corrupt("error_code")))
+        .transpose()?;
+    let retryable = optional(next(), "retryable")?
+        .map(|s| match s.as_str() {
+            "1" => Ok(true),
+            "0" => Ok(false),
+            _ => Err(corrupt("retryable")),
+        })
         .transpose()?;
     let scope_fingerprint: ScopeFingerprint = required(next(), "scope_fp")?
         .parse()
@@ -179,6 +201,7 @@ pub(crate) fn decode(
         status,
         evidence_status,
         error_code,
+        retryable,
         scope_fingerprint,
         created_at,
         finished_at,

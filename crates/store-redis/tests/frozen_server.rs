@@ -37,7 +37,11 @@ async fn calls_through_a_frozen_server_are_settled_once_it_answers_again() {
         .build()
         .unwrap();
     let run = RunId::new(unique_id("frozen")).unwrap();
-    let ctx = RunContext::new(run.clone()).with_run_budget(100_000);
+    let ctx = RunContext::new(
+        run.clone(),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    )
+    .with_run_budget(100_000);
 
     let stop = Arc::new(AtomicBool::new(false));
     let mut workers = Vec::new();
@@ -96,7 +100,11 @@ async fn calls_through_a_frozen_server_are_settled_once_it_answers_again() {
     }
     // The run budget counter equals the records: one more fits exactly.
     let budget = u32::try_from(records.len()).unwrap() + 1;
-    let ctx = RunContext::new(run.clone()).with_run_budget(budget);
+    let ctx = RunContext::new(
+        run.clone(),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    )
+    .with_run_budget(budget);
     let fits = boundary
         .invoke(
             &ctx,

@@ -38,7 +38,10 @@ fn call(run: &RunId, id: &str, tool: &str, query: &str) -> ToolEnvelope {
 async fn a_fresh_harness_recovers_replays_and_verifies_after_a_crash() {
     let prefix = unique_prefix();
     let run = RunId::new(unique_id("run")).unwrap();
-    let ctx = RunContext::new(run.clone());
+    let ctx = RunContext::new(
+        run.clone(),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    );
 
     // Harness A: one READY call, then a call that is still running when A dies.
     let (fast_a, slow_a) = (

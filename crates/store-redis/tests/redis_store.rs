@@ -150,7 +150,10 @@ async fn a_record_that_expires_during_execution_is_not_recreated() {
     let run = run_id();
     let outcome = boundary
         .invoke(
-            &RunContext::new(run.clone()),
+            &RunContext::new(
+                run.clone(),
+                invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+            ),
             envelope(&run, "slow", "slow lookup"),
         )
         .await;
@@ -219,7 +222,10 @@ async fn one_tool_call_id_on_64_connections_executes_once() {
     let reader = stores[0].clone();
     let executor = FakeExecutor::new().with_delay(Duration::from_millis(20));
     let run = run_id();
-    let ctx = RunContext::new(run.clone());
+    let ctx = RunContext::new(
+        run.clone(),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    );
     let outcomes = invoke_all(stores, &executor, &ctx, |i| {
         envelope(&run, "contended", &format!("variant {i}"))
     })
@@ -244,12 +250,18 @@ async fn budget_b_with_64_distinct_calls_executes_exactly_b() {
     for (budget, ctx_for, refusal) in [
         (
             5_u32,
-            (|run: RunId| RunContext::new(run).with_run_budget(5)) as fn(RunId) -> RunContext,
+            (|run: RunId| {
+                RunContext::new(run, invocation_core::CallPolicy::AUTHORIZED_READ_ONLY)
+                    .with_run_budget(5)
+            }) as fn(RunId) -> RunContext,
             ErrorCode::RunBudgetExhausted,
         ),
         (
             3,
-            |run: RunId| RunContext::new(run).with_tool_budget(TOOL, 3),
+            |run: RunId| {
+                RunContext::new(run, invocation_core::CallPolicy::AUTHORIZED_READ_ONLY)
+                    .with_tool_budget(TOOL, 3)
+            },
             ErrorCode::ToolBudgetExhausted,
         ),
     ] {
@@ -293,7 +305,10 @@ async fn a_ready_invocation_is_two_evalsha_round_trips() {
     let store = RedisStore::new(RedisConfig::single(server.url())).unwrap();
     let boundary = boundary(store, FakeExecutor::new(), Limits::default());
     let run = run_id();
-    let ctx = RunContext::new(run.clone());
+    let ctx = RunContext::new(
+        run.clone(),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    );
     // Warm up: open the connection and cache both scripts.
     let warm = boundary.invoke(&ctx, envelope(&run, "warm", "warm")).await;
     assert_eq!(warm.control.status, InvocationStatus::Ready);
@@ -330,7 +345,10 @@ async fn after_script_flush_the_next_call_still_works() {
     let store = RedisStore::new(RedisConfig::single(server.url())).unwrap();
     let boundary = boundary(store, FakeExecutor::new(), Limits::default());
     let run = run_id();
-    let ctx = RunContext::new(run.clone());
+    let ctx = RunContext::new(
+        run.clone(),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    );
     let mut admin = Admin::connect(&server.url()).await.unwrap();
     assert_eq!(
         boundary
@@ -380,7 +398,10 @@ async fn after_script_flush_on_every_cluster_node_the_next_call_still_works() {
         .await
         .unwrap();
     let run = run_id();
-    let ctx = RunContext::new(run.clone());
+    let ctx = RunContext::new(
+        run.clone(),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    );
     for (i, flush) in [false, true, false].into_iter().enumerate() {
         if flush {
             admin.script_flush().await.unwrap();
@@ -444,7 +465,10 @@ async fn a_killed_server_is_store_unavailable_and_a_restarted_one_works_again() 
     let executor = FakeExecutor::new().with_delay(Duration::from_millis(400));
     let boundary = boundary(store, executor.clone(), Limits::default());
     let run = run_id();
-    let ctx = RunContext::new(run.clone());
+    let ctx = RunContext::new(
+        run.clone(),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    );
 
     let ok = boundary
         .invoke(&ctx, envelope(&run, "before", "lookup"))
@@ -664,7 +688,10 @@ async fn outcomes_and_records_round_trip_through_the_boundary() {
     let executor = FakeExecutor::new();
     let boundary = boundary(store.clone(), executor, Limits::default());
     let run = run_id();
-    let ctx = RunContext::new(run.clone());
+    let ctx = RunContext::new(
+        run.clone(),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    );
     let found = boundary
         .invoke(&ctx, envelope(&run, "found", "timeout"))
         .await;

@@ -58,7 +58,10 @@ async fn round_trip(store: RedisStore) {
     let executor = FakeExecutor::new();
     let boundary = boundary(store.clone(), executor.clone());
     let run = run_id();
-    let ctx = RunContext::new(run.clone());
+    let ctx = RunContext::new(
+        run.clone(),
+        invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+    );
     let found = boundary
         .invoke(&ctx, envelope(&run, "found", "timeout"))
         .await;
@@ -156,7 +159,13 @@ async fn a_rediss_store_trusting_the_test_ca_round_trips_through_the_boundary() 
     let run = run_id();
     let boundary = boundary(store.clone(), FakeExecutor::new());
     let outcome = boundary
-        .invoke(&RunContext::new(run.clone()), envelope(&run, "seen", "x"))
+        .invoke(
+            &RunContext::new(
+                run.clone(),
+                invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+            ),
+            envelope(&run, "seen", "x"),
+        )
         .await;
     assert_eq!(outcome.control.status, InvocationStatus::Ready);
     let mut admin = Admin::connect(&shared_tls_server().url()).await.unwrap();
@@ -303,7 +312,13 @@ async fn a_store_that_does_not_trust_the_ca_is_unavailable_and_leaks_nothing() {
         let boundary = boundary(store.clone(), executor.clone());
         let run = run_id();
         let outcome: BoundaryOutcome = boundary
-            .invoke(&RunContext::new(run.clone()), envelope(&run, "leak", "x"))
+            .invoke(
+                &RunContext::new(
+                    run.clone(),
+                    invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+                ),
+                envelope(&run, "leak", "x"),
+            )
             .await;
         assert_eq!(
             outcome.control.error_code,

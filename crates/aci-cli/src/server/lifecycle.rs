@@ -202,20 +202,15 @@ impl Server {
     }
 }
 
-/// Waits for the finalizations of abandoned calls and the kills of their
-/// MySQL statements: both are settled on tasks of their own, which a process
-/// exit would cancel. Bounded (the store may be unreachable); a stop request
-/// stops waiting.
+/// Waits for the finalizations of abandoned calls and the tools' cleanup of
+/// their work (the kills of their MySQL statements): both run on tasks of
+/// their own, which a process exit would cancel, and the boundary's
+/// `drain_abandoned` waits for both. Bounded (the store may be unreachable);
+/// a stop request stops waiting.
 async fn settle(app: &App, signals: &mut Signals) {
     let boundary = &app.boundary;
     let bound = FINALIZE_GRACE.max(boundary.longest_timeout());
-    let settle = async {
-        let (settled, _) = tokio::join!(
-            tokio::time::timeout(bound, boundary.drain_abandoned()),
-            tokio::time::timeout(bound, projectors_mysql::drain_kills()),
-        );
-        settled
-    };
+    let settle = tokio::time::timeout(bound, boundary.drain_abandoned());
     tokio::select! {
         settled = settle => {
             if settled.is_err() {

@@ -29,9 +29,10 @@
 //!    `arguments` as compact JSON text (an object, or, for arguments that are
 //!    not an object, that value's text, which the boundary refuses); a
 //!    request without `arguments` passes empty text (`INVALID_INPUT`), never
-//!    an invented `{}`. Every call is `authorized` and `read_only`: the
-//!    server exposes only the three read-only tools, and the boundary still
-//!    refuses any tool that is not read-only;
+//!    an invented `{}`. The run context states the call policy: every
+//!    call is authorized and read-only (the server exposes only the three
+//!    read-only tools, and the boundary still refuses any tool that is not
+//!    read-only);
 //! 6. **boundary**, raced against abandonment: when the server gives up
 //!    running calls the boundary's future is dropped (its guard finalizes the
 //!    record `ERROR / EXECUTION_ABANDONED`) and the call answers that error;
@@ -56,7 +57,7 @@ use aci_contracts::{
     ErrorCode, ErrorResult, EvidenceStatus, InvocationStatus, RunId, ToolCallId, ToolName,
     tool_definitions,
 };
-use invocation_core::{BoundaryOutcome, ModelObservation, RunContext, ToolEnvelope};
+use invocation_core::{BoundaryOutcome, CallPolicy, ModelObservation, RunContext, ToolEnvelope};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
@@ -299,9 +300,7 @@ impl McpService {
             run_id,
             request.name.as_ref(),
             arguments,
-        )
-        .authorized(true)
-        .read_only(true);
+        );
         tokio::select! {
             biased;
             outcome = shared.app.boundary.invoke(&ctx, envelope) => Answer::from(outcome),
@@ -313,9 +312,16 @@ impl McpService {
     }
 
     /// The run context of `run`: the configured budgets and deadline, and
-    /// the principal with its own run budget (the smaller one holds).
+    /// the principal with its own run budget (the smaller one holds). Every
+    /// call is authorized and read-only: a transport admits only
+    /// authenticated callers (HTTP) or the process's own (stdio), the server
+    /// exposes only the three read-only tools, and the boundary still refuses
+    /// any tool that is not declared read-only.
     fn run_context(&self, run: RunId, principal: Option<&Principal>) -> RunContext {
-        let mut ctx = self.shared.app.run_context(run);
+        let mut ctx = self
+            .shared
+            .app
+            .run_context(run, CallPolicy::AUTHORIZED_READ_ONLY);
         let Some(principal) = principal else {
             // Anonymous calls (stdio, `--insecure-no-auth`) claim no run.
             return ctx;

@@ -65,17 +65,7 @@ pub struct LookupKnowledgeObservation {
 impl EvidenceResult for LookupKnowledgeResult {
     type Observation = LookupKnowledgeObservation;
 
-    fn evidence_status(&self) -> ReadyEvidenceStatus {
-        self.evidence_status
-    }
-
-    fn tool_call_id(&self) -> &ToolCallId {
-        &self.tool_call_id
-    }
-
-    fn set_tool_call_id(&mut self, id: ToolCallId) {
-        self.tool_call_id = id;
-    }
+    evidence_identity!();
 
     fn validate(&self) -> Result<(), ValidationError> {
         let has = !self.evidence.is_empty();

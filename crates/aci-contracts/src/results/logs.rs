@@ -99,17 +99,7 @@ pub struct QueryLogsObservation {
 impl EvidenceResult for QueryLogsResult {
     type Observation = QueryLogsObservation;
 
-    fn evidence_status(&self) -> ReadyEvidenceStatus {
-        self.evidence_status
-    }
-
-    fn tool_call_id(&self) -> &ToolCallId {
-        &self.tool_call_id
-    }
-
-    fn set_tool_call_id(&mut self, id: ToolCallId) {
-        self.tool_call_id = id;
-    }
+    evidence_identity!();
 
     fn validate(&self) -> Result<(), ValidationError> {
         let has = !self.events.is_empty() || !self.patterns.is_empty();

@@ -4,6 +4,25 @@
 //! different types. [`EvidenceResult::validate`] rejects results whose status
 //! disagrees with their content.
 
+/// The three accessors every result has alike (its `evidence_status` and
+/// `tool_call_id` fields), written once for the
+/// [`EvidenceResult`] impls of the three results.
+macro_rules! evidence_identity {
+    () => {
+        fn evidence_status(&self) -> crate::ReadyEvidenceStatus {
+            self.evidence_status
+        }
+
+        fn tool_call_id(&self) -> &crate::ToolCallId {
+            &self.tool_call_id
+        }
+
+        fn set_tool_call_id(&mut self, id: crate::ToolCallId) {
+            self.tool_call_id = id;
+        }
+    };
+}
+
 mod error;
 mod knowledge;
 mod logs;

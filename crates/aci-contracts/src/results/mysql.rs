@@ -119,17 +119,7 @@ pub struct QueryMysqlObservation {
 impl EvidenceResult for QueryMysqlResult {
     type Observation = QueryMysqlObservation;
 
-    fn evidence_status(&self) -> ReadyEvidenceStatus {
-        self.evidence_status
-    }
-
-    fn tool_call_id(&self) -> &ToolCallId {
-        &self.tool_call_id
-    }
-
-    fn set_tool_call_id(&mut self, id: ToolCallId) {
-        self.tool_call_id = id;
-    }
+    evidence_identity!();
 
     fn validate(&self) -> Result<(), ValidationError> {
         check_status_and_count(

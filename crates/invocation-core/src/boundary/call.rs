@@ -13,8 +13,8 @@ use super::{ToolBoundary, Trail, log_store_error};
 use crate::redact::Redactions;
 use crate::tool::{DynTool, PreparedCall};
 use crate::{
-    BoundaryOutcome, Finalization, InvocationKey, Limits, ReadyEvidence, RunContext, SameScope,
-    Settled, StoreError, Unsettled, clock,
+    BoundaryOutcome, ExecutionError, Finalization, InvocationKey, Limits, ReadyEvidence,
+    RunContext, SameScope, Settled, StoreError, Unsettled, clock,
 };
 
 /// A call whose record exists (`PROJECTING`), guarded until it concludes.
@@ -45,16 +45,29 @@ pub(super) struct Checked {
     pub(super) redactions: Redactions,
 }
 
-/// A failure after the record exists: its code and whatever raw data to keep.
+/// A failure after the record exists: its code, whether it is retryable,
+/// and whatever raw data to keep.
 pub(super) struct Failure {
     pub(super) code: ErrorCode,
+    pub(super) retryable: bool,
     pub(super) raw_json: Option<String>,
 }
 
 impl Failure {
+    /// A failure of `code`, retryable as the code says.
     pub(super) const fn bare(code: ErrorCode) -> Self {
         Self {
             code,
+            retryable: code.is_transient(),
+            raw_json: None,
+        }
+    }
+
+    /// The executor's failure: its code, and its own verdict on retrying.
+    pub(super) const fn execution(error: &ExecutionError) -> Self {
+        Self {
+            code: error.error_code(),
+            retryable: error.retryable(),
             raw_json: None,
         }
     }
@@ -189,6 +202,7 @@ impl ToolBoundary {
             Decision::Failed(failure) => {
                 let finalization = Finalization::Error {
                     error_code: failure.code,
+                    retryable: failure.retryable,
                     raw_json: failure.raw_json,
                     finished_at: now,
                 };
@@ -201,7 +215,7 @@ impl ToolBoundary {
                     // The call failed either way; the agent gets the original code.
                     Err(error) => log_store_error("finalize error", &error),
                 }
-                trail.error(failure.code)
+                trail.failed(failure.code, failure.retryable)
             }
         };
         call.guard.disarm();

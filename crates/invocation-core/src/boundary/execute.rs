@@ -44,7 +44,7 @@ impl ToolBoundary {
             }
             Ok(Ok(Err(error))) => {
                 tracing::warn!(kind = ?error.kind(), "executor failed");
-                return Decision::Failed(Failure::bare(error.error_code()));
+                return Decision::Failed(Failure::execution(&error));
             }
             Ok(Ok(Ok(raw))) => raw,
         };
@@ -127,6 +127,7 @@ fn keep_raw(code: ErrorCode, raw_json: String, call: &Call) -> Failure {
     let fits = call.request_bytes + raw_json.len() <= call.limits.max_record_bytes;
     Failure {
         code,
+        retryable: code.is_transient(),
         raw_json: fits.then_some(raw_json),
     }
 }

@@ -211,14 +211,21 @@ impl<'a> Trail<'a> {
         }
     }
 
+    /// An error, retryable as its code says.
     fn error(self, code: ErrorCode) -> BoundaryOutcome {
+        self.failed(code, code.is_transient())
+    }
+
+    /// An error; whether it is retryable goes to the control view only (the
+    /// model gets the code's constant message).
+    fn failed(self, code: ErrorCode, retryable: bool) -> BoundaryOutcome {
         let observation =
             ModelObservation::Error(ErrorResult::new(code, self.tool_call_id.clone()));
         self.outcome(
             observation,
             InvocationStatus::Error,
             EvidenceStatus::Error,
-            Some(code),
+            Some((code, retryable)),
             ResultCounters::default(),
             Redactions::new(),
         )
@@ -246,7 +253,7 @@ impl<'a> Trail<'a> {
         observation: ModelObservation,
         status: InvocationStatus,
         evidence_status: EvidenceStatus,
-        error_code: Option<ErrorCode>,
+        error: Option<(ErrorCode, bool)>,
         counters: ResultCounters,
         redactions: Redactions,
     ) -> BoundaryOutcome {
@@ -258,7 +265,8 @@ impl<'a> Trail<'a> {
                 tool_name: self.tool_name,
                 status,
                 evidence_status,
-                error_code,
+                error_code: error.map(|(code, _)| code),
+                retryable: error.map(|(_, retryable)| retryable),
                 returned_count: counters.returned_count,
                 match_count: counters.match_count,
                 truncated: counters.truncated,
@@ -352,7 +360,9 @@ impl ToolBoundary {
     /// Waits until every finalization this boundary handed to a task of its
     /// own has been answered by the store (or given up): those of calls whose
     /// `invoke` future was dropped after their record was created, and those
-    /// settling a write whose answer was lost.
+    /// settling a write whose answer was lost; and, at the same time, until
+    /// every tool's [`Executor::drain`](crate::Executor::drain) returned (the
+    /// cleanup of the dropped calls' work, such as killing their statements).
     ///
     /// A server calls it after it stopped taking calls and dropped the ones
     /// it abandons, before it exits. While the store is unreachable the tasks
@@ -360,7 +370,8 @@ impl ToolBoundary {
     pub async fn drain_abandoned(&self) {
         let tracker = &self.inner.settlements;
         tracker.close();
-        tracker.wait().await;
+        let tools = futures::future::join_all(self.inner.tools.values().map(|tool| tool.drain()));
+        tokio::join!(tracker.wait(), tools);
         tracker.reopen();
     }
 

@@ -44,8 +44,6 @@ impl ToolBoundary {
             run_id,
             tool_name: _,
             arguments,
-            authorized,
-            read_only,
         } = envelope;
         let id = ToolCallId::new(tool_call_id).map_err(|_| ErrorCode::InvalidToolCallId)?;
         span.record("tool_call_id", field::display(&id));
@@ -67,10 +65,10 @@ impl ToolBoundary {
             .cloned()
             .ok_or(ErrorCode::UnknownTool)?;
         span.record("tool_name", tool.name());
-        if !authorized || !ctx.principal.as_deref().is_none_or(valid_principal) {
+        if !ctx.policy.authorized || !ctx.principal.as_deref().is_none_or(valid_principal) {
             return Err(ErrorCode::Unauthorized);
         }
-        if !read_only || !tool.read_only() {
+        if !ctx.policy.read_only || !tool.read_only() {
             return Err(ErrorCode::NotReadOnly);
         }
         // The size first: it costs nothing, and an oversized text is never decoded.

@@ -52,7 +52,7 @@ fn fingerprint(outcome: &BoundaryOutcome) -> ScopeFingerprint {
 pub async fn journal_entries_and_lookup(h: &dyn StoreHarness) {
     let executor = FakeExecutor::new();
     let b = boundary(h, executor.clone(), ReplayPolicy::Never);
-    let ctx = RunContext::new(fresh_run_id());
+    let ctx = RunContext::new(fresh_run_id(), crate::CallPolicy::AUTHORIZED_READ_ONLY);
     let c1 = call(&b, &ctx, "c1", "alpha").await;
     let c2 = call(&b, &ctx, "c2", "fail x").await;
     let c3 = call(&b, &ctx, "c3", "alpha").await;
@@ -263,7 +263,7 @@ pub async fn journal_recover_abandons_stale_projecting_records(h: &dyn StoreHarn
     // recovery never re-executes it.
     let executor = FakeExecutor::new();
     let b = boundary(h, executor.clone(), ReplayPolicy::Never);
-    let ctx = RunContext::new(fresh_run_id());
+    let ctx = RunContext::new(fresh_run_id(), crate::CallPolicy::AUTHORIZED_READ_ONLY);
     store
         .create(new_invocation(
             clock.as_ref(),
@@ -299,7 +299,7 @@ pub async fn journal_recover_abandons_stale_projecting_records(h: &dyn StoreHarn
 pub async fn replay_same_scope_reuses_ready_results(h: &dyn StoreHarness) {
     let executor = FakeExecutor::new();
     let b = boundary(h, executor.clone(), ReplayPolicy::SameScope);
-    let ctx = RunContext::new(fresh_run_id());
+    let ctx = RunContext::new(fresh_run_id(), crate::CallPolicy::AUTHORIZED_READ_ONLY);
 
     let first = call(&b, &ctx, "c1", "alpha").await;
     assert_eq!(first.control.status, InvocationStatus::Ready);
@@ -373,7 +373,7 @@ pub async fn replay_same_scope_reuses_ready_results(h: &dyn StoreHarness) {
 pub async fn replay_never_reuses_errors(h: &dyn StoreHarness) {
     let executor = FakeExecutor::new();
     let b = boundary(h, executor.clone(), ReplayPolicy::SameScope);
-    let ctx = RunContext::new(fresh_run_id());
+    let ctx = RunContext::new(fresh_run_id(), crate::CallPolicy::AUTHORIZED_READ_ONLY);
     let first = call(&b, &ctx, "f1", "fail once").await;
     assert_eq!(first.control.error_code, Some(ErrorCode::ExecutionFailed));
     let second = call(&b, &ctx, "f2", "fail once").await;
@@ -385,19 +385,26 @@ pub async fn replay_never_reuses_errors(h: &dyn StoreHarness) {
 pub async fn replay_passes_preflight_and_counts_budgets(h: &dyn StoreHarness) {
     let executor = FakeExecutor::new();
     let b = boundary(h, executor.clone(), ReplayPolicy::SameScope);
-    let ctx = RunContext::new(fresh_run_id()).with_run_budget(3);
+    let ctx =
+        RunContext::new(fresh_run_id(), crate::CallPolicy::AUTHORIZED_READ_ONLY).with_run_budget(3);
     let store = h.store();
     call(&b, &ctx, "c1", "alpha").await;
 
     let unauthorized = b
-        .invoke(&ctx, envelope(&ctx.run_id, "c2", "alpha").authorized(false))
+        .invoke(
+            &ctx.clone().with_policy(crate::CallPolicy::UNAUTHORIZED),
+            envelope(&ctx.run_id, "c2", "alpha"),
+        )
         .await;
     assert_eq!(
         unauthorized.control.error_code,
         Some(ErrorCode::Unauthorized)
     );
     let writable = b
-        .invoke(&ctx, envelope(&ctx.run_id, "c3", "alpha").read_only(false))
+        .invoke(
+            &ctx.clone().with_policy(crate::CallPolicy::new(true, false)),
+            envelope(&ctx.run_id, "c3", "alpha"),
+        )
         .await;
     assert_eq!(writable.control.error_code, Some(ErrorCode::NotReadOnly));
     for id in ["c2", "c3"] {
@@ -458,7 +465,7 @@ async fn concurrent(
 pub async fn concurrent_same_scope_calls_execute_once(h: &dyn StoreHarness) {
     let executor = FakeExecutor::new().with_delay(Duration::from_millis(100));
     let b = boundary(h, executor.clone(), ReplayPolicy::SameScope);
-    let ctx = RunContext::new(fresh_run_id());
+    let ctx = RunContext::new(fresh_run_id(), crate::CallPolicy::AUTHORIZED_READ_ONLY);
     let outcomes = concurrent(&b, &ctx, 32, "alpha").await;
     assert_eq!(executor.calls(), 1);
     assert!(
@@ -485,7 +492,7 @@ pub async fn concurrent_same_scope_calls_execute_once(h: &dyn StoreHarness) {
 pub async fn concurrent_calls_without_replay_each_execute(h: &dyn StoreHarness) {
     let executor = FakeExecutor::new().with_delay(Duration::from_millis(20));
     let b = boundary(h, executor.clone(), ReplayPolicy::Never);
-    let ctx = RunContext::new(fresh_run_id());
+    let ctx = RunContext::new(fresh_run_id(), crate::CallPolicy::AUTHORIZED_READ_ONLY);
     let outcomes = concurrent(&b, &ctx, 32, "alpha").await;
     assert_eq!(executor.calls(), 32);
     assert!(
@@ -508,7 +515,7 @@ pub async fn concurrent_calls_without_replay_each_execute(h: &dyn StoreHarness) 
 pub async fn failed_leader_fails_waiting_calls(h: &dyn StoreHarness) {
     let executor = FakeExecutor::new().with_delay(Duration::from_millis(100));
     let b = boundary(h, executor.clone(), ReplayPolicy::SameScope);
-    let ctx = RunContext::new(fresh_run_id());
+    let ctx = RunContext::new(fresh_run_id(), crate::CallPolicy::AUTHORIZED_READ_ONLY);
     let outcomes = concurrent(&b, &ctx, 8, "fail together").await;
     assert_eq!(executor.calls(), 1);
     assert!(

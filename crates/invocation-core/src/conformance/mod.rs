@@ -1,4 +1,5 @@
-//! The store conformance suite (feature `testing`).
+//! The store conformance suite and the projector conformance suite
+//! ([`projector`]) (feature `testing`).
 //!
 //! Every [`InvocationStore`] adapter runs the same scenarios: each is an async
 //! function over a [`StoreHarness`], asserting the `# Behavior` and `# Errors`
@@ -20,6 +21,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod journal;
+pub mod projector;
 mod run;
 mod store;
 
@@ -36,6 +38,7 @@ use crate::{
 };
 
 pub use journal::*;
+pub use projector::*;
 pub use run::*;
 pub use store::*;
 

@@ -20,6 +20,7 @@ const ABANDON_BOUND: Duration = Duration::from_secs(10);
 fn error(code: ErrorCode, h: &dyn StoreHarness) -> Finalization {
     Finalization::Error {
         error_code: code,
+        retryable: code.is_transient(),
         raw_json: None,
         finished_at: h.clock().now(),
     }
@@ -351,7 +352,7 @@ pub async fn dropped_invoke_is_abandoned(h: &dyn StoreHarness) {
     let executor = FakeExecutor::new().with_delay(Duration::from_secs(600));
     let boundary = slow_boundary(h, &executor);
     let run = fresh_run_id();
-    let ctx = RunContext::new(run.clone());
+    let ctx = RunContext::new(run.clone(), crate::CallPolicy::AUTHORIZED_READ_ONLY);
     let call = ToolEnvelope::new("slow-1", run.as_str(), "fake", words("slow"));
     let key = InvocationKey::new(run.clone(), call_id("slow-1"));
 
@@ -392,7 +393,7 @@ pub async fn calls_dropped_anywhere_are_settled(h: &dyn StoreHarness) {
     let executor = FakeExecutor::new().with_delay(Duration::from_millis(3));
     let boundary = slow_boundary(h, &executor);
     let run = fresh_run_id();
-    let ctx = RunContext::new(run.clone());
+    let ctx = RunContext::new(run.clone(), crate::CallPolicy::AUTHORIZED_READ_ONLY);
     for i in 0..40_u64 {
         let call = ToolEnvelope::new(
             format!("c{i}"),
@@ -426,7 +427,8 @@ pub async fn run_deadline_holds_across_boundaries(h: &dyn StoreHarness) {
     let executor = FakeExecutor::new();
     let first = slow_boundary(h, &executor);
     let run = fresh_run_id();
-    let ctx = RunContext::new(run.clone()).with_max_duration(Duration::from_secs(30));
+    let ctx = RunContext::new(run.clone(), crate::CallPolicy::AUTHORIZED_READ_ONLY)
+        .with_max_duration(Duration::from_secs(30));
     let ready = first
         .invoke(
             &ctx,
@@ -443,7 +445,8 @@ pub async fn run_deadline_holds_across_boundaries(h: &dyn StoreHarness) {
         .tool(fake_tool("fake", executor.clone()))
         .build()
         .unwrap();
-    let ctx = RunContext::new(run.clone()).with_max_duration(Duration::from_secs(3600));
+    let ctx = RunContext::new(run.clone(), crate::CallPolicy::AUTHORIZED_READ_ONLY)
+        .with_max_duration(Duration::from_secs(3600));
     let refused = second
         .invoke(
             &ctx,
@@ -468,8 +471,10 @@ pub async fn run_owner_holds_across_boundaries(h: &dyn StoreHarness) {
     let boundary = slow_boundary(h, &executor);
     let other = slow_boundary(h, &executor);
     let run = fresh_run_id();
-    let alice = RunContext::new(run.clone()).with_principal("alice");
-    let bob = RunContext::new(run.clone()).with_principal("bob");
+    let alice = RunContext::new(run.clone(), crate::CallPolicy::AUTHORIZED_READ_ONLY)
+        .with_principal("alice");
+    let bob =
+        RunContext::new(run.clone(), crate::CallPolicy::AUTHORIZED_READ_ONLY).with_principal("bob");
     let call = |id: &str| ToolEnvelope::new(id, run.as_str(), "fake", words("a"));
     assert_eq!(
         boundary.invoke(&alice, call("c1")).await.control.status,

@@ -26,6 +26,7 @@ fn ready(clock: &dyn crate::Clock, result: &str) -> Finalization {
 fn error(clock: &dyn crate::Clock, code: ErrorCode) -> Finalization {
     Finalization::Error {
         error_code: code,
+        retryable: code.is_transient(),
         raw_json: None,
         finished_at: clock.now(),
     }
@@ -423,7 +424,8 @@ pub async fn finalize_ready_stores_the_outcome(h: &dyn StoreHarness) {
     assert_eq!(metadata.redactions, redactions);
 }
 
-/// ERROR stores the code, evidence status ERROR, and raw only when given.
+/// ERROR stores the code, evidence status ERROR, whether it is retryable as
+/// given (not derived from the code), and raw only when given.
 pub async fn finalize_error_stores_code_and_optional_raw(h: &dyn StoreHarness) {
     let (store, clock) = (h.store(), h.clock());
     let run = fresh_run_id();
@@ -436,6 +438,8 @@ pub async fn finalize_error_stores_code_and_optional_raw(h: &dyn StoreHarness) {
             &with_raw.key,
             Finalization::Error {
                 error_code: ErrorCode::ProjectionFailed,
+                // Against the code's own verdict: the store keeps what it is given.
+                retryable: !ErrorCode::ProjectionFailed.is_transient(),
                 raw_json: Some("{\"kept\":true}".to_owned()),
                 finished_at: clock.now(),
             },
@@ -454,6 +458,10 @@ pub async fn finalize_error_stores_code_and_optional_raw(h: &dyn StoreHarness) {
     assert_eq!(a.status, InvocationStatus::Error);
     assert_eq!(a.evidence_status, Some(EvidenceStatus::Error));
     assert_eq!(a.error_code, Some(ErrorCode::ProjectionFailed));
+    assert_eq!(
+        a.retryable,
+        Some(!ErrorCode::ProjectionFailed.is_transient())
+    );
     assert_eq!(a.raw_json.as_deref(), Some("{\"kept\":true}"));
     assert_eq!(a.agent_result_json, None);
     let b = store
@@ -462,6 +470,13 @@ pub async fn finalize_error_stores_code_and_optional_raw(h: &dyn StoreHarness) {
         .expect("get")
         .expect("exists");
     assert_eq!(b.error_code, Some(ErrorCode::ResultTooLarge));
+    assert_eq!(b.retryable, Some(ErrorCode::ResultTooLarge.is_transient()));
+    let metadata = store
+        .get(&without.key, RecordFields::Metadata)
+        .await
+        .expect("get")
+        .expect("exists");
+    assert_eq!(metadata.retryable, b.retryable, "retryable is metadata");
     assert_eq!(b.raw_json, None);
     assert_eq!(b.raw_bytes, None);
 }

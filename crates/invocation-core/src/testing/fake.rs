@@ -42,6 +42,9 @@ pub enum Mode {
     NoEvidence,
     /// The executor fails (`EXECUTION_FAILED`, retryable).
     ExecError,
+    /// The executor fails for good (`EXECUTION_FAILED`, not retryable: the
+    /// source says the same request will never succeed).
+    ExecRefused,
     /// The executor panics.
     ExecPanic,
     /// The executor sleeps 30 s (for timeouts and drops).
@@ -279,6 +282,9 @@ impl Executor for FakeExecutor {
         }
         match request.mode {
             Mode::ExecError => Err(ExecutionError::failed(Upstream(SENTINEL.into()))),
+            Mode::ExecRefused => {
+                Err(ExecutionError::failed(Upstream(SENTINEL.into())).with_retryable(false))
+            }
             Mode::ExecPanic => panic!("executor exploded: {SENTINEL}"),
             Mode::Sleep => {
                 tokio::time::sleep(Duration::from_secs(30)).await;

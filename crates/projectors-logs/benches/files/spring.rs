@@ -191,7 +191,10 @@ pub(super) fn run(mib: u64) {
     let mut calls = 0_u32;
     let mut query_logs = || {
         calls += 1;
-        let run = RunContext::new(RunId::new(format!("bench-spring-{calls}")).unwrap());
+        let run = RunContext::new(
+            RunId::new(format!("bench-spring-{calls}")).unwrap(),
+            invocation_core::CallPolicy::AUTHORIZED_READ_ONLY,
+        );
         let envelope = ToolEnvelope::new(
             "call_1",
             run.run_id.as_str(),

@@ -9,7 +9,7 @@
 //! # Behavior
 //! - Matching is the mock's: every word of the query in the message,
 //!   ignoring case; only the message is searched.
-//! - A topic without files is [`LogSourceError::topic_not_configured`]
+//! - A topic without files is [`LogSourceError::data_source_unknown`]
 //!   (`DATA_SOURCE_UNKNOWN`): nothing was searched, so nothing is claimed
 //!   absent. A pattern that matches no file, a file that cannot be read, or a
 //!   name that resolves outside the directory is
@@ -145,7 +145,7 @@ impl FileLogSource {
         let topic = self
             .topics
             .get(&query.topic)
-            .ok_or_else(LogSourceError::topic_not_configured)?;
+            .ok_or_else(LogSourceError::data_source_unknown)?;
         run(topic, query, self.settings, &Cancel::default())
     }
 }
@@ -192,7 +192,7 @@ impl LogSource for FileLogSource {
         let topic = Arc::clone(
             self.topics
                 .get(&query.topic)
-                .ok_or_else(LogSourceError::topic_not_configured)?,
+                .ok_or_else(LogSourceError::data_source_unknown)?,
         );
         let guard = CancelOnDrop(Cancel::default());
         let cancel = guard.0.clone();

@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use mysql_async::consts::ColumnType;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Column, Conn, Opts, Params, Pool, Transaction, TxOpts};
+use tokio_util::task::TaskTracker;
 
 use super::config::MysqlConfig;
 use super::convert;
@@ -17,24 +18,6 @@ use crate::{
     Error, MysqlQuery, MysqlSource, RawCell, RawColumn, RawColumnKind, RawResultSet, Result,
 };
 use invocation_core::redact::connection_url;
-
-/// The kills of cancelled statements still on their way, process-wide (see
-/// [`drain_kills`]).
-static KILLS: std::sync::LazyLock<tokio_util::task::TaskTracker> =
-    std::sync::LazyLock::new(tokio_util::task::TaskTracker::new);
-
-/// Waits until every kill of a cancelled statement (a call whose future was
-/// dropped while its statement ran) has been sent to the server, or given up
-/// (each is bounded by the connect timeout and a short grace).
-///
-/// A kill runs on a task of its own; a process that exits before it ran
-/// leaves the statement running on the server. A server calls this after it
-/// dropped the calls it abandons, before it exits.
-pub async fn drain_kills() {
-    KILLS.close();
-    KILLS.wait().await;
-    KILLS.reopen();
-}
 
 /// How long a statement killed at the client timeout may take to hand its
 /// connection back before it is abandoned to the pool.
@@ -100,6 +83,9 @@ pub struct MysqlAsyncSource {
     connect_timeout: Duration,
     max_value_bytes: usize,
     max_raw_bytes: usize,
+    /// The kills of cancelled statements still on their way (see
+    /// [`MysqlSource::drain`]).
+    kills: TaskTracker,
 }
 
 impl fmt::Debug for MysqlAsyncSource {
@@ -189,6 +175,7 @@ impl MysqlAsyncSource {
             connect_timeout: config.connect_timeout(),
             max_value_bytes: config.value_bytes(),
             max_raw_bytes: config.raw_bytes(),
+            kills: TaskTracker::new(),
         })
     }
 
@@ -242,6 +229,7 @@ impl MysqlAsyncSource {
         // a reused connection.
         let connection_id = conn.id();
         let mut guard = KillOnDrop {
+            kills: self.kills.clone(),
             pool: source.pool.clone(),
             connection_id,
             connect_timeout: self.connect_timeout,
@@ -410,6 +398,7 @@ enum Ending {
 /// the statement from another connection, then closes this one instead of
 /// returning it to the pool.
 struct KillOnDrop {
+    kills: TaskTracker,
     pool: Pool,
     connection_id: u32,
     connect_timeout: Duration,
@@ -441,7 +430,7 @@ impl Drop for KillOnDrop {
             Ok(runtime) => {
                 let (pool, connection_id, connect_timeout) =
                     (self.pool.clone(), self.connection_id, self.connect_timeout);
-                KILLS.spawn_on(
+                self.kills.spawn_on(
                     async move {
                         kill(&pool, connection_id, connect_timeout).await;
                         // The connection may be mid-result: close it rather than
@@ -570,6 +559,17 @@ impl MysqlSource for MysqlAsyncSource {
         let source = self.source(query.data_source)?;
         gate::check_query(query.sql, query.params.len(), &source.schemas)?;
         self.run_read_only(query).await
+    }
+
+    /// Waits until every kill of a cancelled statement (a call whose future
+    /// was dropped while its statement ran) has been sent to the server and
+    /// its connection closed, or given up (each is bounded by the connect
+    /// timeout and a short grace). A kill runs on a task of its own; a
+    /// process that exits before it ran leaves the statement running.
+    async fn drain(&self) {
+        self.kills.close();
+        self.kills.wait().await;
+        self.kills.reopen();
     }
 }
 
