@@ -6,7 +6,11 @@
 //! `events=… bytes=… parse_ms=… typed_parse_ms=… project_ms=… ratio=… typed_ratio=…`
 //! where `ratio = project_ms / parse_ms` (parse into `serde_json::Value`) and
 //! `typed_ratio = project_ms / typed_parse_ms` (parse into `RawLogResponse`).
-//! Target: `ratio <= 2`. Without `--bench` (as a test) it runs on 1,000 events.
+//! Target: `ratio <= 2`. Then the cost of redaction, measured the same way:
+//! `redaction: project_ms=… unredacted_ms=… share=…` where `unredacted_ms`
+//! projects with a disabled redaction pass (the baseline) and
+//! `share = (project_ms - unredacted_ms) / project_ms`. Target: `share <= 0.10`.
+//! Without `--bench` (as a test) it runs on 1,000 events.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
@@ -15,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use aci_contracts::{LogTopic, SourceKind, Timestamp, ToolCallId};
 use criterion::{Criterion, Throughput};
+use invocation_core::redact::RedactionPass;
 use projectors_logs::{LogProjector, RawLogEvent, RawLogResponse};
 use serde_json::Value;
 
@@ -251,6 +256,7 @@ fn main() {
     // The same comparison measured directly: interleaved rounds, medians.
     let rounds = if full { 9 } else { 3 };
     let (mut parse, mut typed, mut project) = (Vec::new(), Vec::new(), Vec::new());
+    let mut unredacted = Vec::new();
     for _ in 0..rounds {
         let started = Instant::now();
         let value = serde_json::from_slice::<Value>(black_box(&bytes)).unwrap();
@@ -266,7 +272,15 @@ fn main() {
         let projected = projector.project_raw(&id, black_box(&raw)).unwrap();
         project.push(started.elapsed());
         drop(black_box(projected));
+
+        let started = Instant::now();
+        let projected = projector
+            .project_redacting(&id, black_box(&raw), &RedactionPass::disabled())
+            .unwrap();
+        unredacted.push(started.elapsed());
+        drop(black_box(projected));
     }
+    let unredacted = median(unredacted);
     let (parse, typed, project) = (median(parse), median(typed), median(project));
     let mib = bytes.len() as f64 / (1024.0 * 1024.0);
     println!(
@@ -288,5 +302,11 @@ fn main() {
         ms(project),
         ms(project) / ms(parse),
         ms(project) / ms(typed),
+    );
+    println!(
+        "redaction: project_ms={:.1} unredacted_ms={:.1} share={:.3}",
+        ms(project),
+        ms(unredacted),
+        (ms(project) - ms(unredacted)) / ms(project),
     );
 }

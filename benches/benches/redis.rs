@@ -122,6 +122,7 @@ impl Prebuilt {
             evidence: ReadyEvidence::Found,
             raw_json: self.raw_json.clone(),
             agent_result_json: self.result_json.clone(),
+            redactions: Default::default(),
             replayed_from: None,
             finished_at: SystemClock.now(),
         }

@@ -94,6 +94,7 @@ async fn bare(store: &RedisStore, calls: usize) -> Outcome<()> {
                     evidence: ReadyEvidence::Found,
                     raw_json: r#"{"query":"lookup timeout","hits":["evidence for lookup timeout"],"secret":"s"}"#.to_owned(),
                     agent_result_json: r#"{"evidence_status":"EVIDENCE_FOUND"}"#.to_owned(),
+                    redactions: Default::default(),
                     replayed_from: None,
                     finished_at: SystemClock.now(),
                 },

@@ -88,8 +88,10 @@ impl App {
         }
         let mysql = MysqlAsyncSource::new(&config.mysql)
             .map_err(|e| CliError::config(format!("mysql: {e}")))?;
+        let redactor = config.redactor()?;
         let boundary = ToolBoundary::builder(store)
             .clock(Arc::clone(&clock))
+            .redactor(redactor)
             .limits(limits)
             .tool(lookup_knowledge_tool(knowledge))
             .tool(logs_tool(config)?)

@@ -3,7 +3,8 @@
 //! The file composes the adapters' own settings: `[redis]` is
 //! [`store_redis::RedisSettings`], `[limits]` [`invocation_core::LimitsConfig`],
 //! `[mysql]` [`projectors_mysql::MysqlConfig`], `[logs]`
-//! [`projectors_logs::LogsConfig`]; `[run]`, `[knowledge]` and `[serve]` are
+//! [`projectors_logs::LogsConfig`], `[redaction]`
+//! [`invocation_core::redact::RedactionConfig`]; `[run]`, `[knowledge]` and `[serve]` are
 //! the CLI's own, and `aci serve --http` adds `[auth]` ([`crate::http::config`]).
 //!
 //! The one example of every key is the README's "Configuration" section (and
@@ -12,8 +13,10 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use invocation_core::LimitsConfig;
+use invocation_core::redact::{RedactionConfig, Redactor, RulesFile};
 use projectors_logs::LogsConfig;
 use projectors_mysql::MysqlConfig;
 use serde::Deserialize;
@@ -45,6 +48,10 @@ pub(crate) struct Config {
     /// `[auth]`: bearer tokens of `aci serve --http`.
     #[serde(default)]
     pub(crate) auth: AuthSection,
+    /// `[redaction]`: extra rules and the allowlist of the one redaction pass
+    /// (the built-in rules always apply).
+    #[serde(default)]
+    pub(crate) redaction: RedactionConfig,
 }
 
 /// `[run]`.
@@ -104,24 +111,65 @@ impl Config {
 
     /// Parses TOML text. The error is one line.
     pub(crate) fn parse(text: &str) -> Result<Self, String> {
-        toml::from_str(text).map_err(|e| {
-            // toml's message spans several lines (with a source excerpt that could
-            // echo a secret); keep its first line only.
-            let message = e
-                .message()
-                .lines()
-                .next()
-                .unwrap_or("invalid TOML")
-                .to_owned();
-            match e.span() {
-                Some(span) => {
-                    let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-                    format!("line {line}: {message}")
-                }
-                None => message,
-            }
-        })
+        parse_toml(text)
     }
+
+    /// The redactor of `[redaction]`: the built-in rules, then those of
+    /// `rules_file`, with the `allow` list.
+    pub(crate) fn redactor(&self) -> Result<Arc<Redactor>, CliError> {
+        let section = &self.redaction;
+        if section.rules_file.is_none() && section.allow.is_empty() {
+            return Ok(Redactor::builtin());
+        }
+        let extra = match &section.rules_file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    CliError::config(format!(
+                        "[redaction] rules_file {}: cannot read: {e}",
+                        path.display()
+                    ))
+                })?;
+                let file: RulesFile = parse_toml(&text).map_err(|message| {
+                    CliError::config(format!(
+                        "[redaction] rules_file {}: {message}",
+                        path.display()
+                    ))
+                })?;
+                file.rules
+            }
+            None => Vec::new(),
+        };
+        let redactor = section.redactor(&extra).map_err(|e| {
+            let key = if e.rule().is_some() {
+                "rules_file"
+            } else {
+                "allow"
+            };
+            CliError::config(format!("[redaction] {key}: {e}"))
+        })?;
+        Ok(Arc::new(redactor))
+    }
+}
+
+/// Parses TOML text into `T`. The error is one line.
+fn parse_toml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
+    toml::from_str(text).map_err(|e| {
+        // toml's message spans several lines (with a source excerpt that could
+        // echo a secret); keep its first line only.
+        let message = e
+            .message()
+            .lines()
+            .next()
+            .unwrap_or("invalid TOML")
+            .to_owned();
+        match e.span() {
+            Some(span) => {
+                let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+                format!("line {line}: {message}")
+            }
+            None => message,
+        }
+    })
 }
 
 #[cfg(test)]
@@ -191,6 +239,71 @@ mod tests {
         assert_eq!(jwt.leeway_secs, Some(30));
         assert_eq!(config.serve.max_in_flight, Some(64));
         assert_eq!(config.serve.max_in_flight_per_principal, Some(16));
+    }
+
+    #[test]
+    fn redaction_rules_file_and_allowlist_build_the_redactor() {
+        let dir = tempfile::tempdir().unwrap();
+        let rules = dir.path().join("rules.toml");
+        std::fs::write(
+            &rules,
+            r#"[[rules]]
+name = "acme_token"
+regex = '(?-u:\b)(acme_[a-z0-9]{32})'
+keywords = ["acme_"]
+"#,
+        )
+        .unwrap();
+        let text = format!(
+            "[redaction]\nrules_file = {:?}\nallow = [\"guestpass1\"]\n",
+            rules.display().to_string()
+        );
+        let redactor = Config::parse(&text).unwrap().redactor().unwrap();
+        let token = format!("acme_{}", "a1".repeat(16));
+        assert_eq!(
+            redactor.redact(&format!("key {token} and password=guestpass1")),
+            "key <redacted:acme_token> and password=guestpass1"
+        );
+        assert!(Arc::ptr_eq(
+            &Config::default().redactor().unwrap(),
+            &Redactor::builtin()
+        ));
+    }
+
+    #[test]
+    fn redaction_errors_name_the_key_and_the_rule() {
+        let err = Config::parse("[redaction]\nenabled = false\n").unwrap_err();
+        assert!(err.starts_with("line 2: unknown field `enabled`"), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        let rules = dir.path().join("rules.toml");
+        let config = Config::parse(&format!(
+            "[redaction]\nrules_file = {:?}\n",
+            rules.display().to_string()
+        ))
+        .unwrap();
+
+        std::fs::write(&rules, "[[rules]]\nname = \"jwt\"\nregex = \"x+\"\n").unwrap();
+        let err = config.redactor().unwrap_err().to_string();
+        assert!(
+            err.contains("[redaction] rules_file: redaction rule `jwt`: the name is taken"),
+            "{err}"
+        );
+        std::fs::write(&rules, "[[rules]]\nname = \"x\"\nregexp = \"x+\"\n").unwrap();
+        let err = config.redactor().unwrap_err().to_string();
+        assert!(
+            err.contains("[redaction] rules_file") && err.contains("unknown field `regexp`"),
+            "{err}"
+        );
+        let missing =
+            Config::parse("[redaction]\nrules_file = \"/nonexistent/rules.toml\"\n").unwrap();
+        let err = missing.redactor().unwrap_err().to_string();
+        assert!(
+            err.starts_with("[redaction] rules_file /nonexistent/rules.toml: cannot read"),
+            "{err}"
+        );
+        let empty = Config::parse("[redaction]\nallow = [\"\"]\n").unwrap();
+        let err = empty.redactor().unwrap_err().to_string();
+        assert!(err.starts_with("[redaction] allow:"), "{err}");
     }
 
     #[test]

@@ -150,3 +150,81 @@ fn query_logs_reads_the_configured_files() {
     assert!(stderr.contains("unknown field `path`"), "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn credentials_in_log_lines_never_reach_the_model_and_are_counted() {
+    let dir = temp_dir("logs-redaction");
+    let logs = dir.join("logs");
+    let acme = format!("acme_{}", "k3".repeat(16));
+    write_in(
+        &logs,
+        "app.log",
+        &format!(
+            "{}\n{}\n{}\n",
+            line(
+                3,
+                "ERROR",
+                "calling https://svc:S3cr3tPa55@api.internal/v1 failed"
+            ),
+            line(2, "ERROR", &format!("calling with key {acme} failed")),
+            line(1, "ERROR", "calling with password=guestpass failed"),
+        ),
+    );
+    let rules = write_in(
+        &dir,
+        "rules.toml",
+        "[[rules]]\nname = \"acme_token\"\nregex = '(?-u:\\b)(acme_[a-z0-9]{32})'\nkeywords = [\"acme_\"]\n",
+    );
+    let config = write_in(
+        &dir,
+        "aci.toml",
+        &format!(
+            "[logs.topics.APPLICATION]\ndir = {:?}\nfiles = [\"app.log*\"]\nformat = \"json_lines\"\n\
+             [redaction]\nrules_file = {:?}\nallow = [\"guestpass\"]\n",
+            logs.to_str().unwrap(),
+            rules.to_str().unwrap()
+        ),
+    );
+    let (code, v, stderr) = call(
+        &config,
+        r#"{"topic":"APPLICATION","query":"calling failed"}"#,
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let shown = v["observation"].to_string();
+    for secret in ["S3cr3tPa55", acme.as_str()] {
+        assert!(!shown.contains(secret), "{secret} in {shown}");
+    }
+    let messages: Vec<&str> = v["observation"]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        messages,
+        [
+            "calling https://svc:<redacted:url_password>@api.internal/v1 failed",
+            "calling with key <redacted:acme_token> failed",
+            "calling with password=guestpass failed",
+        ]
+    );
+    assert_eq!(
+        v["control"]["redactions"],
+        json!({"acme_token": 1, "url_password": 1}),
+        "{v}"
+    );
+
+    // A rule that does not compile: a one-line error naming key and rule.
+    write_in(
+        &dir,
+        "rules.toml",
+        "[[rules]]\nname = \"broken\"\nregex = \"(\"\n",
+    );
+    let (code, _, stderr) = call(&config, r#"{"topic":"APPLICATION","query":"calling"}"#);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("[redaction] rules_file: redaction rule `broken`: invalid regex"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+}

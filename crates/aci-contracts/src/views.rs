@@ -4,6 +4,8 @@
 //! [`EvidenceResult::Observation`](crate::EvidenceResult::Observation); of a
 //! failed call, the [`ErrorResult`](crate::ErrorResult).
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -58,4 +60,9 @@ pub struct HarnessControlView {
     /// The READY call whose recorded result this call replayed instead of running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replayed_from: Option<ToolCallId>,
+    /// How many secrets the projection replaced by a `<redacted:RULE>`
+    /// marker in the model's observation, per rule name (never the values);
+    /// absent when none was. The raw response in the record is not redacted.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub redactions: BTreeMap<String, u32>,
 }

@@ -2,6 +2,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::collections::BTreeMap;
+
 use aci_contracts::*;
 use serde_json::{Value, json};
 
@@ -267,6 +269,7 @@ fn golden_control_view() {
         scope_fingerprint: Some("ab".repeat(32)),
         duplicate_of: Some(id("call_1")),
         replayed_from: Some(id("call_1")),
+        redactions: [("url_password".to_owned(), 2), ("jwt".to_owned(), 1)].into(),
     };
     assert_eq!(
         round_trip(&view),
@@ -282,7 +285,8 @@ fn golden_control_view() {
             "scope": {"topic": "APPLICATION", "query": "timeout", "lookback_minutes": 60},
             "scope_fingerprint": "ab".repeat(32),
             "duplicate_of": "call_1",
-            "replayed_from": "call_1"
+            "replayed_from": "call_1",
+            "redactions": {"jwt": 1, "url_password": 2}
         })
     );
     let error = HarnessControlView {
@@ -296,6 +300,7 @@ fn golden_control_view() {
         scope_fingerprint: None,
         duplicate_of: None,
         replayed_from: None,
+        redactions: BTreeMap::new(),
         ..view
     };
     assert_eq!(

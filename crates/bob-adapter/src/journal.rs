@@ -391,6 +391,7 @@ impl StoreToolJournal {
                 // The journal sees only what the model saw; there is no raw response.
                 raw_json: "null".to_owned(),
                 agent_result_json: result_json.clone(),
+                redactions: Default::default(),
                 replayed_from: None,
                 finished_at,
             },

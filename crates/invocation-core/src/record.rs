@@ -7,6 +7,7 @@ use aci_contracts::{
 };
 
 use crate::ScopeFingerprint;
+use crate::redact::Redactions;
 
 /// The canonical key: one record per (run, framework tool call id).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -164,6 +165,9 @@ pub enum Finalization {
         raw_json: String,
         /// The bounded agent result.
         agent_result_json: String,
+        /// What the projection redacted from the agent result, per rule
+        /// (never the values; the raw response is not redacted).
+        redactions: Redactions,
         /// The READY record whose result this one replays.
         replayed_from: Option<ToolCallId>,
         /// When the call finished.
@@ -203,6 +207,7 @@ impl Finalization {
                 evidence,
                 raw_json,
                 agent_result_json,
+                redactions,
                 replayed_from,
                 finished_at,
             } => FinalFields {
@@ -214,6 +219,7 @@ impl Finalization {
                 raw_json: Some(raw_json),
                 agent_result_json: Some(agent_result_json),
                 replayed_from: replayed_from.as_ref(),
+                redactions: (!redactions.is_empty()).then_some(redactions),
             },
             Self::Error {
                 error_code,
@@ -229,6 +235,7 @@ impl Finalization {
                 raw_json: raw_json.as_deref(),
                 agent_result_json: None,
                 replayed_from: None,
+                redactions: None,
             },
         }
     }
@@ -266,6 +273,8 @@ pub struct FinalFields<'a> {
     pub agent_result_json: Option<&'a str>,
     /// The READY record whose result it replays.
     pub replayed_from: Option<&'a ToolCallId>,
+    /// What the projection redacted, per rule (READY, when anything was).
+    pub redactions: Option<&'a Redactions>,
 }
 
 /// Which parts of a record a read returns. Metadata is always returned.
@@ -307,6 +316,10 @@ pub struct InvocationRecord {
     pub finished_at: Option<Timestamp>,
     /// The READY record whose result it replays.
     pub replayed_from: Option<ToolCallId>,
+    /// What the projection redacted from the agent result, per rule name
+    /// (never the values; empty when nothing was, and for ERROR records).
+    /// A metadata field: read with every [`RecordFields`].
+    pub redactions: Redactions,
     /// Size of the request text in bytes.
     pub request_bytes: u64,
     /// Size of the stored raw response in bytes, when stored.
@@ -339,6 +352,7 @@ impl InvocationRecord {
             created_at: new.created_at,
             finished_at: None,
             replayed_from: None,
+            redactions: Redactions::new(),
             raw_bytes: None,
             agent_result_bytes: None,
             request_json: Some(new.request_json),
@@ -357,6 +371,7 @@ impl InvocationRecord {
         self.retryable = fields.retryable;
         self.finished_at = Some(fields.finished_at);
         self.replayed_from = fields.replayed_from.cloned();
+        self.redactions = fields.redactions.cloned().unwrap_or_default();
         self.raw_bytes = fields.raw_json.map(|raw| raw.len() as u64);
         self.agent_result_bytes = fields.agent_result_json.map(|result| result.len() as u64);
         (self.raw_json, self.agent_result_json) = finalization.into_payloads();
@@ -377,6 +392,7 @@ impl InvocationRecord {
             created_at: self.created_at,
             finished_at: self.finished_at,
             replayed_from: self.replayed_from.clone(),
+            redactions: self.redactions.clone(),
             request_bytes: self.request_bytes,
             raw_bytes: self.raw_bytes,
             agent_result_bytes: self.agent_result_bytes,

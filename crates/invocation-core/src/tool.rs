@@ -1,6 +1,7 @@
 //! Tools: an executor (`Request -> Raw`), a projector (`Raw -> bounded Result`),
 //! a declared read-only flag, limits, a replay policy and a scope normalizer.
 
+use std::borrow::Cow;
 use std::fmt::{self, Debug};
 use std::sync::Arc;
 
@@ -14,6 +15,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::redact::{RedactionPass, Redactions, Redactor};
 use crate::{BoxError, LimitOverrides};
 
 /// What an executor knows about the call it runs.
@@ -220,13 +222,66 @@ pub trait Executor: Send + Sync + Debug + 'static {
     async fn drain(&self) {}
 }
 
-/// What a projector knows about the call it projects.
+/// What a projector knows about the call it projects, and the one redaction
+/// pass every text it puts in the Model Observation goes through.
+///
+/// A projector redacts each such text with [`redact`](Self::redact) (or
+/// [`redact_field`](Self::redact_field) / [`redact_json`](Self::redact_json))
+/// **before** it bounds it, so sizes and `truncated` are those of the
+/// redacted text. The pass counts what it replaced, per rule; the boundary
+/// puts the counts in the record and the Harness Control View
+/// (`redactions`).
 #[derive(Debug)]
 pub struct ProjectionContext<'a, Request> {
     /// The framework's id; the result must carry exactly this id.
     pub tool_call_id: &'a ToolCallId,
     /// The decoded request.
     pub request: &'a Request,
+    redaction: RedactionPass<'a>,
+}
+
+impl<'a, Request> ProjectionContext<'a, Request> {
+    /// A context whose texts go through `redaction` (the boundary's is
+    /// [`RedactionPass::new`] over its redactor).
+    #[must_use]
+    pub const fn new(
+        tool_call_id: &'a ToolCallId,
+        request: &'a Request,
+        redaction: RedactionPass<'a>,
+    ) -> Self {
+        Self {
+            tool_call_id,
+            request,
+            redaction,
+        }
+    }
+
+    /// The redaction pass.
+    #[must_use]
+    pub const fn redaction(&self) -> &RedactionPass<'a> {
+        &self.redaction
+    }
+
+    /// [`RedactionPass::redact`].
+    pub fn redact<'t>(&self, text: &'t str) -> Cow<'t, str> {
+        self.redaction.redact(text)
+    }
+
+    /// [`RedactionPass::redact_field`].
+    pub fn redact_field<'t>(&self, key: &str, value: &'t str) -> Cow<'t, str> {
+        self.redaction.redact_field(key, value)
+    }
+
+    /// [`RedactionPass::redact_json`].
+    pub fn redact_json(&self, value: &mut Value) -> bool {
+        self.redaction.redact_json(value)
+    }
+
+    /// What the pass replaced, per rule.
+    #[must_use]
+    pub fn into_redactions(self) -> Redactions {
+        self.redaction.into_redactions()
+    }
 }
 
 /// Turns a raw response into a bounded agent result. Pure and deterministic.
@@ -409,7 +464,17 @@ pub(crate) trait RawOutput: Send + Sync {
     /// Serializes the raw response once.
     fn to_json(&self) -> Result<String, serde_json::Error>;
     /// Projects it; panics propagate to the caller, which catches them.
-    fn project(&self, tool_call_id: &ToolCallId) -> Result<Box<dyn ErasedResult>, ProjectionError>;
+    fn project(
+        &self,
+        tool_call_id: &ToolCallId,
+        redactor: &Redactor,
+    ) -> Result<Projected, ProjectionError>;
+}
+
+/// A projected result and what its projection redacted.
+pub(crate) struct Projected {
+    pub(crate) result: Box<dyn ErasedResult>,
+    pub(crate) redactions: Redactions,
 }
 
 /// A bounded result, typed underneath.
@@ -581,12 +646,17 @@ where
         serde_json::to_string(&self.raw)
     }
 
-    fn project(&self, tool_call_id: &ToolCallId) -> Result<Box<dyn ErasedResult>, ProjectionError> {
-        let context = ProjectionContext {
-            tool_call_id,
-            request: &*self.request,
-        };
+    fn project(
+        &self,
+        tool_call_id: &ToolCallId,
+        redactor: &Redactor,
+    ) -> Result<Projected, ProjectionError> {
+        let context =
+            ProjectionContext::new(tool_call_id, &*self.request, RedactionPass::new(redactor));
         let result = self.tool.spec.projector.project(&context, &self.raw)?;
-        Ok(Box::new(result))
+        Ok(Projected {
+            result: Box::new(result),
+            redactions: context.into_redactions(),
+        })
     }
 }

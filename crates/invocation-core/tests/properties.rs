@@ -102,6 +102,7 @@ proptest! {
                             evidence: ReadyEvidence::Found,
                             raw_json: "{}".into(),
                             agent_result_json: "{}".into(),
+                            redactions: Default::default(),
                             replayed_from: None,
                             finished_at: clock.now(),
                         }

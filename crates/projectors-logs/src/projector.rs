@@ -1,5 +1,6 @@
 //! The projector: a raw log response into a bounded [`QueryLogsResult`].
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use aci_contracts::{
@@ -8,6 +9,7 @@ use aci_contracts::{
     Timestamp, ToolCallId,
 };
 use invocation_core::bounds::{InvalidBounds, MIN_TEXT_BYTES, ProjectionBounds, at_least};
+use invocation_core::redact::{RedactionPass, Redactor};
 use invocation_core::{ProjectionContext, ProjectionError, Projector};
 
 use crate::mask::mask_into;
@@ -207,17 +209,38 @@ impl LogProjector {
         self.bounds
     }
 
-    /// Projects `raw` for the call `tool_call_id`.
+    /// Projects `raw` for the call `tool_call_id`, redacting with the
+    /// built-in rules ([`Redactor::builtin`]); the counts are dropped. The
+    /// boundary calls [`project_redacting`](Self::project_redacting) with its
+    /// own pass.
+    ///
+    /// # Errors
+    /// As [`project_redacting`](Self::project_redacting).
+    pub fn project_raw(
+        &self,
+        tool_call_id: &ToolCallId,
+        raw: &RawLogResponse,
+    ) -> Result<QueryLogsResult> {
+        let redactor = Redactor::builtin();
+        self.project_redacting(tool_call_id, raw, &RedactionPass::new(&redactor))
+    }
+
+    /// Projects `raw` for the call `tool_call_id`. Every event message goes
+    /// through `redaction` first: the events shown, their byte bounds and
+    /// `truncated` are those of the redacted messages, and the patterns are
+    /// masked from the redacted messages, so a pattern never shows what an
+    /// event had redacted.
     ///
     /// # Errors
     /// - [`Error::QueryTooLong`] when the query would not fit its echo bound.
     /// - [`Error::InconsistentRaw`] when the lookback is outside 1..=1440, the
     ///   window does not span exactly the lookback, or the source reported
     ///   matches but returned no event to show.
-    pub fn project_raw(
+    pub fn project_redacting(
         &self,
         tool_call_id: &ToolCallId,
         raw: &RawLogResponse,
+        redaction: &RedactionPass<'_>,
     ) -> Result<QueryLogsResult> {
         if escaped_len(&raw.query) > MAX_QUERY_BYTES {
             return Err(Error::QueryTooLong);
@@ -258,8 +281,13 @@ impl LogProjector {
             return Ok(result);
         }
 
+        let messages: Vec<Cow<'_, str>> = raw
+            .events
+            .iter()
+            .map(|event| redaction.redact(&event.message))
+            .collect();
         let mut levels = LevelCache::default();
-        let shapes = self.aggregate(&raw.events, &mut levels);
+        let shapes = self.aggregate(&raw.events, &messages, &mut levels);
         let mut order: Vec<usize> = (0..shapes.len()).collect();
         order.sort_unstable_by(|&a, &b| {
             let (x, y) = (&shapes[a], &shapes[b]);
@@ -279,7 +307,7 @@ impl LogProjector {
             .into_iter()
             .map(|i| {
                 let event = &raw.events[i];
-                let (message, cut) = escaped_prefix(&event.message, self.bounds.max_message_bytes);
+                let (message, cut) = escaped_prefix(&messages[i], self.bounds.max_message_bytes);
                 messages_cut |= cut;
                 LogEvent {
                     timestamp: event.timestamp,
@@ -310,15 +338,20 @@ impl LogProjector {
         Ok(result)
     }
 
-    /// Groups events by shape.
-    fn aggregate<'a>(&self, events: &'a [RawLogEvent], levels: &mut LevelCache<'a>) -> Vec<Shape> {
+    /// Groups events by the shape of their (redacted) `messages`.
+    fn aggregate<'a>(
+        &self,
+        events: &'a [RawLogEvent],
+        messages: &[Cow<'_, str>],
+        levels: &mut LevelCache<'a>,
+    ) -> Vec<Shape> {
         let budget = self.bounds.max_pattern_bytes;
         let mut index: HashMap<Box<str>, usize> = HashMap::new();
         let mut shapes: Vec<Shape> = Vec::new();
         let mut buf = String::new();
         for (i, event) in events.iter().enumerate() {
             buf.clear();
-            mask_into(&event.message, &mut buf, budget);
+            mask_into(&messages[i], &mut buf, budget);
             let (kept, cut) = escaped_prefix(&buf, budget);
             let kept = kept.trim_end_matches(' ').len();
             buf.truncate(kept);
@@ -396,7 +429,7 @@ impl Projector for LogProjector {
         context: &ProjectionContext<'_, QueryLogsRequest>,
         raw: &RawLogResponse,
     ) -> Result<QueryLogsResult, ProjectionError> {
-        self.project_raw(context.tool_call_id, raw)
+        self.project_redacting(context.tool_call_id, raw, context.redaction())
             .map_err(ProjectionError::new)
     }
 }

@@ -1,5 +1,7 @@
 //! The pure projector: raw rows -> the bounded `query_mysql` result.
 
+use std::borrow::Cow;
+
 use aci_contracts::{
     ColumnType, MAX_ID_BYTES, MysqlColumn, QueryMysqlRequest, QueryMysqlResult,
     ReadyEvidenceStatus, SqlValue, ToolCallId,
@@ -7,6 +9,7 @@ use aci_contracts::{
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use invocation_core::bounds::{self, InvalidBounds, ProjectionBounds};
+use invocation_core::redact::{RedactionPass, Redactor};
 use invocation_core::{ProjectionContext, ProjectionError, Projector};
 
 use crate::{Error, RawCell, RawColumnKind, RawResultSet, Result};
@@ -142,15 +145,36 @@ impl MysqlProjector {
         &self.bounds
     }
 
-    /// Projects `raw` for the call `tool_call_id`.
+    /// Projects `raw` for the call `tool_call_id`, redacting with the
+    /// built-in rules ([`Redactor::builtin`]); the counts are dropped. The
+    /// boundary calls [`project_redacting`](Self::project_redacting) with its
+    /// own pass.
     ///
     /// # Errors
-    /// [`Error::RowWidthMismatch`] when a raw row's width differs from the
-    /// number of raw columns.
+    /// As [`project_redacting`](Self::project_redacting).
     pub fn project_raw(
         &self,
         tool_call_id: &ToolCallId,
         raw: &RawResultSet,
+    ) -> Result<QueryMysqlResult> {
+        let redactor = Redactor::builtin();
+        self.project_redacting(tool_call_id, raw, &RedactionPass::new(&redactor))
+    }
+
+    /// Projects `raw` for the call `tool_call_id`. Column names, text and
+    /// JSON values, and binary values that are UTF-8 text go through
+    /// `redaction` before they are bounded; a text or binary value of a
+    /// column whose name names a secret (`password`, `api_key`, ...) is
+    /// replaced whole. No row or column is dropped by redaction.
+    ///
+    /// # Errors
+    /// [`Error::RowWidthMismatch`] when a raw row's width differs from the
+    /// number of raw columns.
+    pub fn project_redacting(
+        &self,
+        tool_call_id: &ToolCallId,
+        raw: &RawResultSet,
+        redaction: &RedactionPass<'_>,
     ) -> Result<QueryMysqlResult> {
         let bounds = &self.bounds;
         let width = raw.columns.len();
@@ -160,8 +184,9 @@ impl MysqlProjector {
         let columns = raw.columns[..kept]
             .iter()
             .map(|column| {
+                let name = redaction.redact(&column.name);
                 let (name, cut) =
-                    escaped_prefix(&column.name, bounds.max_column_name_bytes.saturating_sub(2));
+                    escaped_prefix(&name, bounds.max_column_name_bytes.saturating_sub(2));
                 truncated |= cut;
                 MysqlColumn {
                     name: name.to_owned(),
@@ -185,6 +210,10 @@ impl MysqlProjector {
         }
 
         let cell_budget = bounds.cell_budget(kept);
+        let secret_columns: Vec<bool> = raw.columns[..kept]
+            .iter()
+            .map(|column| redaction.names_secret(&column.name))
+            .collect();
         let mut rows = Vec::new();
         let mut rows_bytes = 2; // `[` and `]`
         for raw_row in &raw.rows {
@@ -195,8 +224,15 @@ impl MysqlProjector {
             let mut row = Vec::with_capacity(kept);
             let mut row_bytes = 2 + kept.saturating_sub(1); // brackets and commas
             let mut row_cut = false;
-            for value in &raw_row[..kept] {
-                let (cell, cut) = project_value(value, cell_budget);
+            // Counted only if the row is kept.
+            let row_redaction = redaction.fresh();
+            for ((value, column), &secret) in raw_row[..kept]
+                .iter()
+                .zip(&raw.columns)
+                .zip(&secret_columns)
+            {
+                let value = redact_value(value, &column.name, secret, &row_redaction);
+                let (cell, cut) = project_value(&value, cell_budget);
                 row_bytes += encoded_len(&cell);
                 row_cut |= cut;
                 row.push(cell);
@@ -208,6 +244,7 @@ impl MysqlProjector {
             }
             rows_bytes += separator + row_bytes;
             truncated |= row_cut;
+            redaction.add(&row_redaction.into_redactions());
             rows.push(row);
         }
 
@@ -237,7 +274,7 @@ impl Projector for MysqlProjector {
         context: &ProjectionContext<'_, QueryMysqlRequest>,
         raw: &RawResultSet,
     ) -> Result<QueryMysqlResult, ProjectionError> {
-        self.project_raw(context.tool_call_id, raw)
+        self.project_redacting(context.tool_call_id, raw, context.redaction())
             .map_err(ProjectionError::new)
     }
 }
@@ -257,6 +294,65 @@ pub const fn column_type(kind: RawColumnKind) -> ColumnType {
         RawColumnKind::Time => ColumnType::Time,
         RawColumnKind::DateTime => ColumnType::Datetime,
         RawColumnKind::Json => ColumnType::Json,
+    }
+}
+
+/// A value with its secrets replaced by markers (borrowed when it has none):
+/// text by the rules, or whole under a column that names a secret; JSON
+/// member by member (re-serialized, compact, only when something was
+/// replaced); binary that is UTF-8 text as that text, so that its base64
+/// never carries a secret.
+fn redact_value<'v>(
+    value: &'v RawCell,
+    column: &str,
+    secret_column: bool,
+    redaction: &RedactionPass<'_>,
+) -> Cow<'v, RawCell> {
+    // A whole value under a column that names a secret; else by the rules.
+    let redact_text = |text: &'v str| {
+        if secret_column {
+            redaction.redact_field(column, text)
+        } else {
+            redaction.redact(text)
+        }
+    };
+    match value {
+        RawCell::Text(text) => match redact_text(text) {
+            Cow::Borrowed(_) => Cow::Borrowed(value),
+            Cow::Owned(text) => Cow::Owned(RawCell::Text(text)),
+        },
+        // Parsing is the cost: skipped when no rule could find anything.
+        RawCell::Json(text) if !secret_column && !redaction.may_hold_secrets(text) => {
+            Cow::Borrowed(value)
+        }
+        RawCell::Json(text) => {
+            let redacted = match serde_json::from_str::<serde_json::Value>(text) {
+                Ok(json) if secret_column && !(json.is_object() || json.is_array()) => {
+                    redact_text(text)
+                }
+                Ok(mut json) => {
+                    if redaction.redact_json(&mut json) {
+                        Cow::Owned(json.to_string())
+                    } else {
+                        Cow::Borrowed(text.as_str())
+                    }
+                }
+                // Not JSON after all (the executor reads JSON columns as text).
+                Err(_) => redact_text(text),
+            };
+            match redacted {
+                Cow::Borrowed(_) => Cow::Borrowed(value),
+                Cow::Owned(text) => Cow::Owned(RawCell::Json(text)),
+            }
+        }
+        RawCell::Bytes(bytes) => match std::str::from_utf8(bytes) {
+            Ok(text) => match redact_text(text) {
+                Cow::Borrowed(_) => Cow::Borrowed(value),
+                Cow::Owned(text) => Cow::Owned(RawCell::Bytes(text.into_bytes())),
+            },
+            Err(_) => Cow::Borrowed(value),
+        },
+        _ => Cow::Borrowed(value),
     }
 }
 

@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 
 use invocation_core::bounds::{InvalidBounds, ProjectionBounds, at_least};
 use invocation_core::json_size::{escaped_len, escaped_prefix};
-use invocation_core::redact;
+use invocation_core::redact::{self, RedactionPass, Redactions, Redactor};
 
 /// Keys of the top-level object that may hold the list of documents, in the
 /// order they are consulted.
@@ -163,22 +163,47 @@ impl RagProjector {
         self.bounds
     }
 
-    /// Projects `raw` for the call `tool_call_id` whose agent query was `query`.
+    /// Projects `raw` for the call `tool_call_id` whose agent query was
+    /// `query`, redacting with the built-in rules ([`Redactor::builtin`]);
+    /// the counts are dropped. The boundary calls
+    /// [`project_redacting`](Self::project_redacting) with its own pass.
     ///
     /// # Errors
-    /// [`ProjectionError`] only if the result cannot be measured (serialization
-    /// of plain strings; it does not fail in practice).
+    /// As [`project_redacting`](Self::project_redacting).
     pub fn project_response(
         &self,
         tool_call_id: &ToolCallId,
         query: &str,
         raw: &Value,
     ) -> Result<LookupKnowledgeResult, ProjectionError> {
+        let redactor = Redactor::builtin();
+        self.project_redacting(tool_call_id, query, raw, &RedactionPass::new(&redactor))
+    }
+
+    /// Projects `raw` for the call `tool_call_id` whose agent query was
+    /// `query`. Each passage's id, source, title, breadcrumb and excerpt go
+    /// through `redaction` before they are bounded: an excerpt is exact text
+    /// of the document except for `<redacted:RULE>` markers. Only the
+    /// passages returned are counted.
+    ///
+    /// # Errors
+    /// [`ProjectionError`] only if the result cannot be measured (serialization
+    /// of plain strings; it does not fail in practice).
+    pub fn project_redacting(
+        &self,
+        tool_call_id: &ToolCallId,
+        query: &str,
+        raw: &Value,
+        redaction: &RedactionPass<'_>,
+    ) -> Result<LookupKnowledgeResult, ProjectionError> {
         let bounds = self.bounds;
         let mut truncated = false;
         let mut picked: Vec<Candidate> = Vec::new();
         for item in documents_of(raw) {
-            let Some(candidate) = item.as_object().and_then(|map| candidate(map, &bounds)) else {
+            let Some(candidate) = item
+                .as_object()
+                .and_then(|map| candidate(map, &bounds, redaction))
+            else {
                 continue;
             };
             if picked.len() == bounds.max_items {
@@ -246,6 +271,9 @@ impl RagProjector {
                 result = assemble(&picked, true);
             }
         }
+        for candidate in &picked {
+            redaction.add(&candidate.redactions);
+        }
         Ok(result)
     }
 }
@@ -260,7 +288,12 @@ impl Projector for RagProjector {
         context: &ProjectionContext<'_, LookupKnowledgeRequest>,
         raw: &Value,
     ) -> Result<LookupKnowledgeResult, ProjectionError> {
-        self.project_response(context.tool_call_id, &context.request.query, raw)
+        self.project_redacting(
+            context.tool_call_id,
+            &context.request.query,
+            raw,
+            context.redaction(),
+        )
     }
 }
 
@@ -271,6 +304,8 @@ struct Candidate {
     level: Option<RelevanceLevel>,
     shortened: bool,
     serialized_len: usize,
+    /// What redaction replaced in it (counted once it is returned).
+    redactions: Redactions,
 }
 
 fn serialized_len<T: serde::Serialize>(value: &T) -> Result<usize, ProjectionError> {
@@ -297,7 +332,11 @@ fn list_in(map: &Map<String, Value>, depth: u8) -> Option<&[Value]> {
 
 /// A passage from one document object, or `None` when it has no usable
 /// (non-blank) text, or neither an id nor a source to cite it by.
-fn candidate(map: &Map<String, Value>, bounds: &RagBounds) -> Option<Candidate> {
+fn candidate(
+    map: &Map<String, Value>,
+    bounds: &RagBounds,
+    redaction: &RedactionPass<'_>,
+) -> Option<Candidate> {
     let metadata = map.get(METADATA_KEY).and_then(Value::as_object);
     let text = TEXT_KEYS.iter().find_map(|key| {
         map.get(*key)
@@ -314,9 +353,11 @@ fn candidate(map: &Map<String, Value>, bounds: &RagBounds) -> Option<Candidate> 
     let title = lookup(map, metadata, &TITLE_KEYS, plain_text).unwrap_or_default();
     let breadcrumb = lookup(map, metadata, &HEADING_KEYS, heading_text).unwrap_or_default();
 
+    let redaction = redaction.fresh();
     let mut shortened = false;
     let mut bound = |text: &str, max: usize| {
-        let kept = escaped_prefix(text, max).0.trim_end();
+        let text = redaction.redact(text);
+        let kept = escaped_prefix(&text, max).0.trim_end();
         shortened |= kept.len() < text.len();
         kept.to_owned()
     };
@@ -333,6 +374,7 @@ fn candidate(map: &Map<String, Value>, bounds: &RagBounds) -> Option<Candidate> 
         level: relevance_in(map),
         shortened,
         serialized_len,
+        redactions: redaction.into_redactions(),
     })
 }
 

@@ -12,7 +12,7 @@ use aci_contracts::{ErrorCode, InvocationStatus, Timestamp};
 use invocation_core::{Finalization, InvocationKey, NewInvocation, Unsettled};
 use redis::{Arg, Cmd, RedisWrite};
 
-use crate::codec::{self, STATUS};
+use crate::codec::{self, REDACTIONS, STATUS};
 use crate::keys;
 use crate::scripts::LuaScript;
 
@@ -223,7 +223,7 @@ pub(crate) fn finalize(
     let payload =
         fields.raw_json.map_or(0, str::len) + fields.agent_result_json.map_or(0, str::len);
     let small = 2 * (prefix.len() + key.run_id.as_str().len() + 16) + 3 * id.len() + 256;
-    let mut cmd = head(script, invoke, 2 + 2 + 16, payload + small);
+    let mut cmd = head(script, invoke, 2 + 2 + 18, payload + small);
     let mut scratch = Scratch::with_capacity(prefix.len() + key.run_id.as_str().len() + 96);
     cmd.write_arg(b"2");
     record_key(&mut cmd, &mut scratch, prefix, key);
@@ -270,6 +270,13 @@ fn outcome(cmd: &mut Cmd, scratch: &mut Scratch, finalization: &Finalization) {
     }
     if let Some(source) = fields.replayed_from {
         pair(cmd, "replayed_from", source.as_str().as_bytes());
+    }
+    if let Some(redactions) = fields.redactions {
+        pair(
+            cmd,
+            REDACTIONS,
+            codec::encode_redactions(redactions).as_bytes(),
+        );
     }
 }
 
@@ -450,6 +457,11 @@ mod tests {
             evidence: ReadyEvidence::Found,
             raw_json: "RAW".to_owned(),
             agent_result_json: "RES".to_owned(),
+            redactions: {
+                let mut r = invocation_core::redact::Redactions::new();
+                r.add("jwt", 2);
+                r
+            },
             replayed_from: Some(ToolCallId::new("c0").unwrap()),
             finished_at: Timestamp::from_unix_millis(42),
         };
@@ -479,6 +491,8 @@ mod tests {
                 "RES",
                 "replayed_from",
                 "c0",
+                "redactions",
+                r#"{"jwt":2}"#,
             ]
         );
         let error = Finalization::Error {

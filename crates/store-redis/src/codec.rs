@@ -12,6 +12,7 @@
 //! | `scope_fp` | always | 64 hex digits |
 //! | `created_at`, `finished_at` | always / finalized | Unix milliseconds |
 //! | `replayed_from` | replayed READY | a tool call id |
+//! | `redactions` | READY with redactions | `{"rule": count}` (JSON), never values |
 //! | `request_bytes`, `raw_bytes`, `result_bytes` | when the payload is stored | UTF-8 bytes |
 //! | `attempt` | always | the create attempt's token (decimal) |
 //! | `tombstone` | tombstones only | `1`: settled with no create applied |
@@ -25,14 +26,16 @@
 use std::borrow::Cow;
 
 use aci_contracts::{ErrorCode, EvidenceStatus, InvocationStatus, RunId, Timestamp, ToolCallId};
+use invocation_core::redact::Redactions;
 use invocation_core::{
     InvocationKey, InvocationRecord, RecordFields, ScopeFingerprint, StoreError, Unsettled,
 };
 
 pub(crate) const STATUS: &str = "status";
+pub(crate) const REDACTIONS: &str = "redactions";
 
 /// The small fields, in the order `decode` reads them.
-const METADATA: [&str; 14] = [
+const METADATA: [&str; 15] = [
     "run_id",
     "tool_call_id",
     "tool_name",
@@ -44,6 +47,7 @@ const METADATA: [&str; 14] = [
     "created_at",
     "finished_at",
     "replayed_from",
+    REDACTIONS,
     "request_bytes",
     "raw_bytes",
     "result_bytes",
@@ -160,6 +164,10 @@ pub(crate) fn decode(
     let replayed_from = optional(next(), "replayed_from")?
         .map(|s| ToolCallId::new(s).map_err(|_| corrupt("replayed_from")))
         .transpose()?;
+    let redactions = optional(next(), REDACTIONS)?
+        .map(|s| serde_json::from_str::<Redactions>(&s).map_err(|_| corrupt(REDACTIONS)))
+        .transpose()?
+        .unwrap_or_default();
     let request_bytes = size(required(next(), "request_bytes")?, "request_bytes")?;
     let raw_bytes = optional(next(), "raw_bytes")?
         .map(|s| size(s, "raw_bytes"))
@@ -198,6 +206,7 @@ pub(crate) fn decode(
         created_at,
         finished_at,
         replayed_from,
+        redactions,
         request_bytes,
         raw_bytes,
         agent_result_bytes,
@@ -206,6 +215,11 @@ pub(crate) fn decode(
         agent_result_json,
         raw_json,
     }))
+}
+
+/// The `redactions` field: rule name to count, a JSON object.
+pub(crate) fn encode_redactions(redactions: &Redactions) -> String {
+    serde_json::to_string(redactions).unwrap_or_else(|_| unreachable!("a map of counts serializes"))
 }
 
 /// The key of a record of `run_id` named in the run index.

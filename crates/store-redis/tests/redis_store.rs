@@ -64,6 +64,7 @@ fn ready() -> Finalization {
         evidence: ReadyEvidence::Found,
         raw_json: "{\"raw\":1}".to_owned(),
         agent_result_json: "{\"result\":1}".to_owned(),
+        redactions: Default::default(),
         replayed_from: None,
         finished_at: Timestamp::from_unix_millis(SystemClock.now().unix_millis()),
     }

@@ -10,6 +10,7 @@ use serde_json::value::RawValue;
 use super::guard::{Guard, settle_now_or_later};
 use super::preflight::Admitted;
 use super::{ToolBoundary, Trail, log_store_error};
+use crate::redact::Redactions;
 use crate::tool::{DynTool, PreparedCall};
 use crate::{
     BoundaryOutcome, ExecutionError, Finalization, InvocationKey, Limits, ReadyEvidence,
@@ -40,6 +41,8 @@ pub(super) struct Checked {
     pub(super) json: String,
     pub(super) observation: Box<RawValue>,
     pub(super) counters: ResultCounters,
+    /// What the projection redacted, per rule.
+    pub(super) redactions: Redactions,
 }
 
 /// A failure after the record exists: its code, whether it is retryable,
@@ -168,22 +171,24 @@ impl ToolBoundary {
                     json,
                     observation,
                     counters,
+                    redactions,
                 } = checked;
                 let finalization = Finalization::Ready {
                     evidence,
                     raw_json,
                     agent_result_json: json,
+                    redactions: redactions.clone(),
                     replayed_from,
                     finished_at: now,
                 };
                 match self.inner.store.finalize(&call.key, finalization).await {
-                    Ok(()) => trail.ready(observation, evidence, counters),
+                    Ok(()) => trail.ready(observation, evidence, counters, redactions),
                     Err(error) if outcome_unknown(&error) => {
                         log_store_error("finalize", &error);
                         match self.settle(&mut call, ErrorCode::StoreUnavailable).await {
                             // The lost READY write had applied: it is recorded.
                             Some(Settled::AlreadyFinal(InvocationStatus::Ready)) => {
-                                trail.ready(observation, evidence, counters)
+                                trail.ready(observation, evidence, counters, redactions)
                             }
                             _ => trail.error(ErrorCode::StoreUnavailable),
                         }

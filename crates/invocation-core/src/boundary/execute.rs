@@ -11,7 +11,8 @@ use futures::FutureExt;
 
 use super::call::{Call, Checked, Decision, Failure};
 use super::{ToolBoundary, millis};
-use crate::tool::ErasedResult;
+use crate::redact::Redactions;
+use crate::tool::{ErasedResult, Projected};
 use crate::{ExecutionContext, Limits, ReadyEvidence, RunContext};
 
 impl ToolBoundary {
@@ -58,9 +59,11 @@ impl ToolBoundary {
             return Decision::Failed(Failure::bare(ErrorCode::ResultTooLarge));
         }
 
-        let projected = std::panic::catch_unwind(AssertUnwindSafe(|| raw.project(&call.id)));
+        let projected = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            raw.project(&call.id, &self.inner.redactor)
+        }));
         drop(raw);
-        let Ok(Ok(result)) = projected else {
+        let Ok(Ok(Projected { result, redactions })) = projected else {
             tracing::warn!("projector failed");
             return Decision::Failed(keep_raw(ErrorCode::ProjectionFailed, raw_json, call));
         };
@@ -69,7 +72,10 @@ impl ToolBoundary {
         }));
         match checked {
             Ok(Ok(checked)) => Decision::Ready {
-                checked,
+                checked: Checked {
+                    redactions,
+                    ..checked
+                },
                 raw_json,
                 replayed_from: None,
             },
@@ -112,6 +118,7 @@ pub(super) fn check_result(
         json,
         observation,
         counters: result.counters(),
+        redactions: Redactions::new(),
     })
 }
 

@@ -30,6 +30,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{Instrument, field};
 
 use crate::limits::InvalidLimit;
+use crate::redact::{Redactions, Redactor};
 use crate::tool::{DynTool, erase};
 use crate::{BoundaryOutcome, Journal};
 use crate::{
@@ -73,6 +74,7 @@ struct Inner {
     clock: Arc<dyn Clock>,
     limits: Limits,
     tools: HashMap<String, Arc<dyn DynTool>>,
+    redactor: Arc<Redactor>,
     /// Finalizations handed to tasks of their own: abandoned calls and
     /// writes whose answer was lost.
     settlements: TaskTracker,
@@ -87,6 +89,7 @@ impl fmt::Debug for ToolBoundary {
             .field("clock", &self.inner.clock)
             .field("limits", &self.inner.limits)
             .field("tools", &names)
+            .field("redactor", &self.inner.redactor)
             .finish()
     }
 }
@@ -97,6 +100,7 @@ pub struct ToolBoundaryBuilder {
     clock: Arc<dyn Clock>,
     limits: Limits,
     tools: Vec<Arc<dyn DynTool>>,
+    redactor: Arc<Redactor>,
 }
 
 impl fmt::Debug for ToolBoundaryBuilder {
@@ -121,6 +125,15 @@ impl ToolBoundaryBuilder {
     #[must_use]
     pub const fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Redacts every text projectors put in the Model Observation with
+    /// `redactor` (default: [`Redactor::builtin`], the built-in rules: a
+    /// credential never reaches the model unless the configuration allows it).
+    #[must_use]
+    pub fn redactor(mut self, redactor: Arc<Redactor>) -> Self {
+        self.redactor = redactor;
         self
     }
 
@@ -167,6 +180,7 @@ impl ToolBoundaryBuilder {
                 clock: self.clock,
                 limits: self.limits,
                 tools,
+                redactor: self.redactor,
                 settlements: TaskTracker::new(),
             }),
         })
@@ -213,6 +227,7 @@ impl<'a> Trail<'a> {
             EvidenceStatus::Error,
             Some((code, retryable)),
             ResultCounters::default(),
+            Redactions::new(),
         )
     }
 
@@ -221,6 +236,7 @@ impl<'a> Trail<'a> {
         observation: Box<RawValue>,
         evidence: ReadyEvidence,
         counters: ResultCounters,
+        redactions: Redactions,
     ) -> BoundaryOutcome {
         self.outcome(
             ModelObservation::Ready(observation),
@@ -228,6 +244,7 @@ impl<'a> Trail<'a> {
             evidence.status(),
             None,
             counters,
+            redactions,
         )
     }
 
@@ -238,6 +255,7 @@ impl<'a> Trail<'a> {
         evidence_status: EvidenceStatus,
         error: Option<(ErrorCode, bool)>,
         counters: ResultCounters,
+        redactions: Redactions,
     ) -> BoundaryOutcome {
         BoundaryOutcome {
             observation,
@@ -257,6 +275,7 @@ impl<'a> Trail<'a> {
                 scope_fingerprint: self.fingerprint.map(|f| f.to_hex()),
                 duplicate_of: self.duplicate_of,
                 replayed_from: self.replayed_from,
+                redactions: redactions.into_map(),
             },
         }
     }
@@ -271,7 +290,14 @@ impl ToolBoundary {
             clock: Arc::new(SystemClock),
             limits: Limits::default(),
             tools: Vec::new(),
+            redactor: Redactor::builtin(),
         }
+    }
+
+    /// The redactor projectors put every observation text through.
+    #[must_use]
+    pub fn redactor(&self) -> &Arc<Redactor> {
+        &self.inner.redactor
     }
 
     /// The store.

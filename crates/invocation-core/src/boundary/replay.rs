@@ -105,7 +105,10 @@ impl ToolBoundary {
             return Err(Failure::bare(ErrorCode::InvalidEvidenceStatus));
         };
         result.set_tool_call_id(call.id.clone());
-        let checked = check_result(result.as_ref(), call, raw_json.len()).map_err(Failure::bare)?;
+        let mut checked =
+            check_result(result.as_ref(), call, raw_json.len()).map_err(Failure::bare)?;
+        // The same result, so the same redactions.
+        checked.redactions = record.redactions;
         Ok(Some((checked, raw_json)))
     }
 }

@@ -203,6 +203,7 @@ pub async fn journal_recover_abandons_stale_projecting_records(h: &dyn StoreHarn
                 evidence: ReadyEvidence::Found,
                 raw_json: "{}".into(),
                 agent_result_json: "{}".into(),
+                redactions: Default::default(),
                 replayed_from: None,
                 finished_at: now,
             },

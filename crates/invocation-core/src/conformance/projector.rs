@@ -63,10 +63,10 @@ pub trait ProjectorHarness {
 pub fn project<H: ProjectorHarness>(harness: &H, raw: &RawOf<H>) -> Option<OutputOf<H>> {
     let id = ToolCallId::new("call-conformance").expect("a valid id");
     let request = harness.request(raw);
-    let context = ProjectionContext {
-        tool_call_id: &id,
-        request: &request,
-    };
+    // With the built-in rules, as the boundary's default redaction pass.
+    let redactor = crate::redact::Redactor::builtin();
+    let context =
+        ProjectionContext::new(&id, &request, crate::redact::RedactionPass::new(&redactor));
     let projected = harness.projector().project(&context, raw);
     assert_eq!(
         projected.is_err(),

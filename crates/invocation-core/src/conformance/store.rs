@@ -6,6 +6,7 @@ use std::time::Duration;
 use aci_contracts::{ErrorCode, EvidenceStatus, InvocationStatus};
 
 use super::{StoreHarness, call_id, fresh_run_id, new_invocation};
+use crate::redact::Redactions;
 use crate::{
     Budgets, Finalization, InvocationKey, InvocationStore, ReadyEvidence, RecordFields, SameScope,
     StoreError,
@@ -16,6 +17,7 @@ fn ready(clock: &dyn crate::Clock, result: &str) -> Finalization {
         evidence: ReadyEvidence::Found,
         raw_json: format!("{{\"raw\":\"{result}\"}}"),
         agent_result_json: format!("{{\"result\":\"{result}\"}}"),
+        redactions: Redactions::new(),
         replayed_from: None,
         finished_at: clock.now(),
     }
@@ -372,7 +374,8 @@ pub async fn finalize_moves_projecting_exactly_once(h: &dyn StoreHarness) {
     assert_eq!(record.agent_result_json, None);
 }
 
-/// READY stores evidence status, raw, result, sizes, finish time and replay source.
+/// READY stores evidence status, raw, result, sizes, finish time, replay
+/// source and redaction counts (read with the metadata too).
 pub async fn finalize_ready_stores_the_outcome(h: &dyn StoreHarness) {
     let (store, clock) = (h.store(), h.clock());
     let run = fresh_run_id();
@@ -381,6 +384,9 @@ pub async fn finalize_ready_stores_the_outcome(h: &dyn StoreHarness) {
     let finished_at = clock.now();
     let raw = "{\"rows\":[\"数据\",\"😀\"]}".to_owned();
     let result = "{\"evidence_status\":\"NO_EVIDENCE\"}".to_owned();
+    let mut redactions = Redactions::new();
+    redactions.add("url_password", 2);
+    redactions.add("kv_secret", 1);
     store
         .finalize(
             &a.key,
@@ -388,6 +394,7 @@ pub async fn finalize_ready_stores_the_outcome(h: &dyn StoreHarness) {
                 evidence: ReadyEvidence::NoEvidence,
                 raw_json: raw.clone(),
                 agent_result_json: result.clone(),
+                redactions: redactions.clone(),
                 replayed_from: Some(call_id("src-1")),
                 finished_at,
             },
@@ -408,6 +415,13 @@ pub async fn finalize_ready_stores_the_outcome(h: &dyn StoreHarness) {
     assert_eq!(record.finished_at, Some(finished_at));
     assert_eq!(record.replayed_from, Some(call_id("src-1")));
     assert_eq!(record.error_code, None);
+    assert_eq!(record.redactions, redactions);
+    let metadata = store
+        .get(&a.key, RecordFields::Metadata)
+        .await
+        .expect("get")
+        .expect("exists");
+    assert_eq!(metadata.redactions, redactions);
 }
 
 /// ERROR stores the code, evidence status ERROR, whether it is retryable as

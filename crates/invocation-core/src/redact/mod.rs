@@ -8,10 +8,14 @@
 //!
 //! **Credentials inside evidence** ([`Redactor`]): every text a projector
 //! puts in the Model Observation (log messages, SQL cells, knowledge
-//! excerpts, titles, sources) goes through [`Redactor::redact_counting`]
-//! (or [`Redactor::redact_field`] / [`Redactor::redact_json`] for named and
-//! structured values) **before** bounding, so sizes and `truncated` are those
-//! of the redacted text. The raw response in the record is never redacted:
+//! excerpts, titles, sources) goes through the projection's
+//! [`RedactionPass`] ([`ProjectionContext::redact`](crate::ProjectionContext::redact),
+//! or `redact_field` / `redact_json` for named and structured values, over
+//! [`Redactor::redact_counting`] and its siblings) **before** bounding, so
+//! sizes and `truncated` are those of the redacted text. The boundary's
+//! redactor is [`Redactor::builtin`] unless
+//! [`ToolBoundaryBuilder::redactor`](crate::ToolBoundaryBuilder::redactor)
+//! sets another; the counts go to the record and the Harness Control View. The raw response in the record is never redacted:
 //! the harness keeps the truth.
 //!
 //! # What redaction guarantees
@@ -159,6 +163,7 @@
 //! no marker; `cargo xtask bench redaction` measures the cost.
 
 mod config;
+mod pass;
 mod redactor;
 mod rules;
 mod url;
@@ -167,6 +172,7 @@ mod url;
 pub(crate) mod tests;
 
 pub use config::{RedactionConfig, RedactionError, RuleSpec, RulesFile};
+pub use pass::RedactionPass;
 pub use redactor::{MARKER_PREFIX, Redactions, Redactor, marker};
 pub use rules::{BUILTIN_RULES, BuiltinRule, NON_SECRET_SHAPES};
 pub use url::{REDACTED, UNPARSABLE, connection_url, link};

@@ -313,6 +313,20 @@ impl Redactor {
         self.redact_counting(value, counts)
     }
 
+    /// False when no rule can find a secret in `text`: it holds no rule's
+    /// keyword and matches no rule without keywords. Then no JSON member name
+    /// in it [names a secret](Self::names_secret) either (every such name
+    /// holds a keyword of `kv_secret`), so a caller may skip parsing it. One
+    /// scan, nothing allocated.
+    #[must_use]
+    pub fn may_hold_secrets(&self, text: &str) -> bool {
+        self.keywords.find_overlapping_iter(text).next().is_some()
+            || self
+                .unkeyed
+                .as_ref()
+                .is_some_and(|(_, set)| set.is_match(text))
+    }
+
     /// True when a field named `key` holds a secret (`password`,
     /// `DB_PASSWORD`, `accessToken`, `aws_secret_access_key`; not
     /// `password_expiry_days`).

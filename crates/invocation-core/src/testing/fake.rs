@@ -375,7 +375,13 @@ impl Projector for FakeProjector {
                 let excerpt = utf8_fill(context.request.result_bytes.saturating_sub(base));
                 Ok(found_result(id, text, &excerpt))
             }
-            _ => Ok(found_result(id, text, &format!("evidence about {text}"))),
+            // The excerpt goes through the redaction pass, as a real
+            // projector's evidence does.
+            _ => Ok(found_result(
+                id,
+                text,
+                &context.redact(&format!("evidence about {text}")),
+            )),
         }
     }
 }

@@ -8,9 +8,12 @@
 //! - [`faults`]: [`FaultyStore`](faults::FaultyStore), a decorator over a real
 //!   store whose writes stall or lose their answer (after or before the inner
 //!   write ran), as planned by the test.
+//! - [`secrets`]: planted secrets, an example of every built-in redaction
+//!   rule, for the redaction tests of the tool crates.
 //!
 //! Golden files and the proptest configuration are in the `testkit` crate,
 //! which every crate (even `aci-contracts`) can use.
 
 pub mod fake;
 pub mod faults;
+pub mod secrets;
