@@ -8,7 +8,7 @@
 //! table in docs/benchmarks.md ([`crate::record`]).
 //!
 //! - `redis`, `http`, `knowledge`, `logs`, `log_projection`, `boundary`,
-//!   `redaction`: `cargo bench -p aci-bench --bench <name>` (release
+//!   `redaction`, `redaction_mysql`, `redaction_rag`: `cargo bench -p aci-bench --bench <name>` (release
 //!   build). `http` and `knowledge` get `ACI_BIN`, the release `aci` binary
 //!   built first; `knowledge` is built with the `jieba` feature (the
 //!   segmenter comparison). `ACI_BENCH_*` variables reach the bench (see
@@ -30,7 +30,7 @@ use std::process::{Command, ExitCode, Stdio};
 
 /// The benches `cargo bench -p aci-bench` runs: name, whether it needs the
 /// release `aci` binary, its extra features.
-const CARGO_BENCHES: [(&str, bool, &[&str]); 7] = [
+const CARGO_BENCHES: [(&str, bool, &[&str]); 9] = [
     ("redis", false, &[]),
     ("http", true, &[]),
     ("knowledge", true, &["jieba"]),
@@ -38,6 +38,8 @@ const CARGO_BENCHES: [(&str, bool, &[&str]); 7] = [
     ("log_projection", false, &[]),
     ("boundary", false, &[]),
     ("redaction", false, &[]),
+    ("redaction_mysql", false, &[]),
+    ("redaction_rag", false, &[]),
 ];
 
 /// Every bench name `cargo xtask bench` takes.
