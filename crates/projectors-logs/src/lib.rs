@@ -34,6 +34,12 @@
 //! (other [`LogBounds`], refused when invalid) to register the tool with a
 //! [`ToolBoundary`](invocation_core::ToolBoundary); both return the alias
 //! [`QueryLogsTool<S>`].
+//!
+//! # Reference
+//!
+//! The rest of this page is the tool's reference (also the crate's
+//! README.md).
+#![doc = include_str!("../README.md")]
 
 mod error;
 mod executor;

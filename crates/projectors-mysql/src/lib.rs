@@ -18,6 +18,12 @@
 //!
 //! Nothing agent-facing carries SQL text, URLs, credentials or limits: errors
 //! reach the agent only as their [`ExecutionErrorKind`](invocation_core::ExecutionErrorKind).
+//!
+//! # Reference
+//!
+//! The rest of this page is the tool's reference (also the crate's
+//! README.md).
+#![doc = include_str!("../README.md")]
 
 mod error;
 mod executor;

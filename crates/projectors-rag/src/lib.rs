@@ -46,6 +46,12 @@
 //! # #[cfg(feature = "knowledge-base")]
 //! # tokio::runtime::Runtime::new().unwrap().block_on(demo()).unwrap();
 //! ```
+//!
+//! # Reference
+//!
+//! The rest of this page is the tool's reference (also the crate's
+//! README.md).
+#![doc = include_str!("../README.md")]
 
 #[cfg(feature = "knowledge-base")]
 mod error;

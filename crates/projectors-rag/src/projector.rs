@@ -1,7 +1,7 @@
 //! The RAG projector: an upstream retrieval response in, a bounded
 //! [`LookupKnowledgeResult`] out. Pure and deterministic.
 //!
-//! See docs/projectors.md for the accepted spellings, bounds, relevance rule
+//! See the crate's README for the accepted spellings, bounds, relevance rule
 //! and truncation rules; the constants below are the single source of them.
 
 use aci_contracts::{

@@ -28,7 +28,7 @@ pub trait KnowledgeSource: Send + Sync + Debug + 'static {
     ///   [`collapse_whitespace`](invocation_core::whitespace::collapse_whitespace))
     ///   and not blank.
     /// - The response is JSON in one of the shapes the projector accepts
-    ///   (see `docs/projectors.md`); anything the projector does not know is
+    ///   (see the crate's README); anything the projector does not know is
     ///   dropped, so a source may return its native response as it is.
     /// - Finding nothing is a success: an empty list of documents. A source
     ///   that could not search (nothing indexed, retriever down) returns an

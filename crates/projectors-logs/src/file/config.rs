@@ -11,7 +11,7 @@ use serde::Deserialize;
 /// Keys: `max_raw_events`, and per topic (`[logs.topics.<TOPIC>]`) `dir`,
 /// `files`, `format`, `pattern`, `time_key`, `level_key`, `message_key`,
 /// `timestamp`, `time_zone`. The one example of every key is the README's
-/// "Configuration" section (a test parses it); docs/projectors.md describes
+/// "Configuration" section (a test parses it); the crate's README describes
 /// each format and the timestamp rules.
 ///
 /// With no topic configured the embedded mock stays the log source. Unknown

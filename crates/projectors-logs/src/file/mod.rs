@@ -25,7 +25,7 @@
 //! - [`parse_text`] reads a text as a topic's format would, every event, with
 //!   no window and no matching: a pure function over bytes.
 //!
-//! How the window is found is in `docs/projectors.md`: plain files of at
+//! How the window is found is in the crate's README: plain files of at
 //! least the seek threshold are binary-searched by time (and read whole if a
 //! line shows they are not in time order); smaller and compressed files are
 //! read from the start; files whose time range is outside the window are

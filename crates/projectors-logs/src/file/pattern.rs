@@ -94,7 +94,7 @@ pub(crate) enum Join {
     Partial,
 }
 
-/// The presets, by `format` name. docs/projectors.md lists each with one
+/// The presets, by `format` name. The crate's README lists each with one
 /// real line and the groups it yields (the tests parse those lines).
 pub(crate) const PRESETS: [Preset; 7] = [
     Preset {

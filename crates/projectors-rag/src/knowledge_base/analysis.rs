@@ -13,7 +13,7 @@
 //!    `接池`; a lone character stays a unigram), as Lucene's CJK analyzer
 //!    does. The bigram segmenter needs no dictionary and treats Chinese,
 //!    Japanese and Korean alike; it was chosen over a dictionary segmenter by
-//!    recall on the labeled query set (see `docs/projectors.md`).
+//!    recall on the labeled query set (see the crate's README).
 //! 4. **Latin filters.** Terms longer than 40 bytes are dropped, English stop
 //!    words removed, English Snowball stemming applied (CJK terms pass
 //!    through unchanged).
