@@ -9,14 +9,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use aci_contracts::{InvocationStatus, RunId, ToolCallId};
+use aci_contracts::{InvocationStatus, RunId};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use invocation_core::redact::marker;
-use invocation_core::testing::secrets::examples;
-use invocation_core::{
-    BoundaryOutcome, InvocationKey, RecordFields, RunContext, ToolBoundary, ToolEnvelope,
-};
+use invocation_core::testing::secrets::{examples, json_escaped, stored_raw};
+use invocation_core::{BoundaryOutcome, RunContext, ToolBoundary, ToolEnvelope};
 use mysql_async::prelude::Queryable;
 use projectors_mysql::testing::TestDatabase;
 use projectors_mysql::{DataSourceConfig, MysqlAsyncSource, MysqlConfig, query_mysql_tool};
@@ -54,23 +52,6 @@ fn boundary(db: &TestDatabase) -> ToolBoundary {
 async fn call(boundary: &ToolBoundary, run: &RunContext, id: &str, args: Value) -> BoundaryOutcome {
     let envelope = ToolEnvelope::new(id, run.run_id.as_str(), "query_mysql", args.to_string());
     boundary.invoke(run, envelope).await
-}
-
-async fn raw_of(boundary: &ToolBoundary, run: &RunContext, id: &str) -> String {
-    let key = InvocationKey::new(run.run_id.clone(), ToolCallId::new(id).unwrap());
-    let record = boundary
-        .store()
-        .get(&key, RecordFields::All)
-        .await
-        .unwrap()
-        .unwrap();
-    record.raw_json.unwrap()
-}
-
-/// `text` as it appears inside a JSON string.
-fn escaped(text: &str) -> String {
-    let quoted = serde_json::to_string(text).unwrap();
-    quoted[1..quoted.len() - 1].to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -113,7 +94,11 @@ async fn every_planted_secret_in_text_json_and_binary_cells_is_redacted() {
             );
             let observation = outcome.observation.to_json();
             let text = observation.to_string();
-            assert!(!text.contains(&escaped(&e.secret)), "{}: {text}", e.rule);
+            assert!(
+                !text.contains(&json_escaped(&e.secret)),
+                "{}: {text}",
+                e.rule
+            );
             let encoded_secret = STANDARD.encode(e.secret.as_bytes());
             assert!(!text.contains(&encoded_secret[..encoded_secret.len() - 4]));
 
@@ -136,9 +121,9 @@ async fn every_planted_secret_in_text_json_and_binary_cells_is_redacted() {
                 "{}",
                 e.rule
             );
-            let raw = raw_of(&boundary, &run, &id).await;
+            let raw = stored_raw(&boundary, &run, &id).await;
             assert!(
-                raw.contains(&escaped(&e.secret)),
+                raw.contains(&json_escaped(&e.secret)),
                 "{}: raw is whole",
                 e.rule
             );
@@ -191,7 +176,7 @@ async fn columns_named_for_secrets_are_replaced_whole_and_no_row_or_column_is_lo
             outcome.control.redactions,
             BTreeMap::from([("github_token".to_owned(), 1), ("kv_secret".to_owned(), 1)])
         );
-        let raw = raw_of(&boundary, &run, "call_accounts").await;
+        let raw = stored_raw(&boundary, &run, "call_accounts").await;
         assert!(raw.contains("hunter2!") && raw.contains(&token));
     })
     .await;

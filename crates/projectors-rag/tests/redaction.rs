@@ -9,12 +9,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use aci_contracts::{InvocationStatus, RunId, ToolCallId};
+use aci_contracts::{InvocationStatus, RunId};
 use invocation_core::redact::marker;
-use invocation_core::testing::secrets::{ALNUM, examples, fake};
-use invocation_core::{
-    BoundaryOutcome, InvocationKey, RecordFields, RunContext, ToolBoundary, ToolEnvelope,
-};
+use invocation_core::testing::secrets::{ALNUM, examples, fake, json_escaped, stored_raw};
+use invocation_core::{BoundaryOutcome, RunContext, ToolBoundary, ToolEnvelope};
 use projectors_rag::{MarkdownKnowledgeBase, lookup_knowledge_tool};
 use serde_json::{Value, json};
 use store_redis::testing::{shared_store, unique_id};
@@ -37,22 +35,6 @@ async fn call(boundary: &ToolBoundary, run: &RunContext, id: &str, query: &str) 
     let args = json!({"query": query}).to_string();
     let envelope = ToolEnvelope::new(id, run.run_id.as_str(), "lookup_knowledge", args);
     boundary.invoke(run, envelope).await
-}
-
-async fn raw_of(boundary: &ToolBoundary, run: &RunContext, id: &str) -> String {
-    let key = InvocationKey::new(run.run_id.clone(), ToolCallId::new(id).unwrap());
-    let record = boundary
-        .store()
-        .get(&key, RecordFields::All)
-        .await
-        .unwrap()
-        .unwrap();
-    record.raw_json.unwrap()
-}
-
-fn escaped(text: &str) -> String {
-    let quoted = serde_json::to_string(text).unwrap();
-    quoted[1..quoted.len() - 1].to_owned()
 }
 
 #[tokio::test]
@@ -86,7 +68,11 @@ async fn every_planted_secret_in_a_runbook_is_redacted_in_the_excerpt() {
         );
         let observation = outcome.observation.to_json();
         let text = observation.to_string();
-        assert!(!text.contains(&escaped(&e.secret)), "{}: {text}", e.rule);
+        assert!(
+            !text.contains(&json_escaped(&e.secret)),
+            "{}: {text}",
+            e.rule
+        );
         // The analyzers' n-grams may bring other runbooks along: each holds
         // one planted secret, and each is counted.
         let evidence = observation["evidence"].as_array().unwrap();
@@ -97,7 +83,7 @@ async fn every_planted_secret_in_a_runbook_is_redacted_in_the_excerpt() {
                 .unwrap();
             let other = &examples[j];
             assert!(
-                !text.contains(&escaped(&other.secret)),
+                !text.contains(&json_escaped(&other.secret)),
                 "{}: {text}",
                 other.rule
             );
@@ -120,9 +106,9 @@ async fn every_planted_secret_in_a_runbook_is_redacted_in_the_excerpt() {
         );
         assert_eq!(observation["truncated"], false, "{}", e.rule);
         assert_eq!(outcome.control.redactions, planted, "{}", e.rule);
-        let raw = raw_of(&boundary, &run, &id).await;
+        let raw = stored_raw(&boundary, &run, &id).await;
         assert!(
-            raw.contains(&escaped(&e.secret)),
+            raw.contains(&json_escaped(&e.secret)),
             "{}: raw is whole",
             e.rule
         );
@@ -166,5 +152,5 @@ async fn titles_and_breadcrumbs_are_redacted_too() {
         "{:?}",
         outcome.control
     );
-    assert!(raw_of(&boundary, &run, "call_1").await.contains(&token));
+    assert!(stored_raw(&boundary, &run, "call_1").await.contains(&token));
 }

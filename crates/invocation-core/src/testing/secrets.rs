@@ -438,3 +438,33 @@ pub fn examples() -> Vec<Example> {
     })
     .collect()
 }
+
+/// `text` as it appears inside a JSON string (escapes, no quotes): what to
+/// look for in an observation's or a raw response's JSON text.
+#[must_use]
+pub fn json_escaped(text: &str) -> String {
+    let quoted = serde_json::Value::from(text).to_string();
+    quoted[1..quoted.len() - 1].to_owned()
+}
+
+/// The raw response JSON the boundary's store holds for call `id` of `run`
+/// (harness-only), read back from the store.
+///
+/// # Panics
+/// When the store fails, the record is missing or has no raw response.
+#[allow(clippy::expect_used)] // test support: a failure here is the test's failure
+pub async fn stored_raw(
+    boundary: &crate::ToolBoundary,
+    run: &crate::RunContext,
+    id: &str,
+) -> String {
+    let id = aci_contracts::ToolCallId::new(id).expect("a valid tool call id");
+    let key = crate::InvocationKey::new(run.run_id.clone(), id);
+    let record = boundary
+        .store()
+        .get(&key, crate::RecordFields::All)
+        .await
+        .expect("the store answers")
+        .expect("the record exists");
+    record.raw_json.expect("the record holds its raw response")
+}
