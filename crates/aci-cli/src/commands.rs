@@ -51,6 +51,7 @@ pub(crate) async fn run(command: Command) -> Result<ExitCode, CliError> {
             store,
         } => inspect(&store, &run, json || raw, raw).await,
         Command::Verify { run, ids, store } => verify(&store, &run, &ids).await,
+        Command::Report { run, out, store } => crate::review::report(&store, &run, &out).await,
         Command::Index { config } => {
             let config = match config {
                 Some(path) => Config::load(&path)?,
@@ -123,7 +124,7 @@ pub(crate) fn tools(format: ToolFormat) -> String {
     aci_contracts::frozen::render(Value::Array(tools))
 }
 
-fn load_config(args: &StoreArgs) -> Result<Config, CliError> {
+pub(crate) fn load_config(args: &StoreArgs) -> Result<Config, CliError> {
     match &args.config {
         Some(path) => Config::load(path),
         None => Ok(Config::default()),
@@ -170,7 +171,7 @@ async fn call(
     }))
 }
 
-async fn shared_app(store: &StoreArgs, command: &str) -> Result<App, CliError> {
+pub(crate) async fn shared_app(store: &StoreArgs, command: &str) -> Result<App, CliError> {
     let config = load_config(store)?;
     let spec = store
         .store
@@ -227,7 +228,7 @@ async fn recover(
 }
 
 /// The run's state as JSON (start, deadline, owner), `null` when none is held.
-fn run_json(state: Option<&RunState>) -> Value {
+pub(crate) fn run_json(state: Option<&RunState>) -> Value {
     state.map_or(
         Value::Null,
         |s| json!({ "started_at": s.started_at, "deadline": s.deadline, "owner": s.owner }),
@@ -289,7 +290,7 @@ async fn inspect(
 }
 
 /// One journal entry as a JSON line; payloads only when they were read.
-fn record_json(r: &InvocationRecord) -> Value {
+pub(crate) fn record_json(r: &InvocationRecord) -> Value {
     let parse = |text: &Option<String>| {
         text.as_deref().map(|t| {
             serde_json::from_str::<Value>(t).unwrap_or_else(|_| Value::String(t.to_owned()))

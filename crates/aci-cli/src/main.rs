@@ -6,6 +6,7 @@
 //!   `{"observation": …, "control": …}`; exit status 0 when READY, 2 when
 //!   ERROR, 1 for a usage or configuration error.
 //! - `aci inspect` and `aci verify` read a run's journal from a shared store.
+//! - `aci report` writes a run's review page to one self-contained HTML file.
 //! - `aci recover` finalizes a run's calls left PROJECTING by a killed process.
 //! - `aci index` builds or updates the persistent knowledge index.
 //! - `aci serve` is an MCP server on stdio; `aci serve --http ADDR` serves
@@ -25,6 +26,7 @@ mod index;
 mod knowledge_watch;
 mod output;
 mod pretty;
+mod review;
 mod server;
 mod stdio;
 
@@ -115,6 +117,18 @@ enum Command {
         /// Tool call ids (or run_id/tool_call_id) cited by the agent.
         #[arg(required = true)]
         ids: Vec<String>,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Write a run's review page (timeline, both views of every call, the
+    /// citation check) to one self-contained HTML file.
+    Report {
+        /// The run id.
+        #[arg(long)]
+        run: String,
+        /// The HTML file to write, e.g. `run.html`.
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
         #[command(flatten)]
         store: StoreArgs,
     },

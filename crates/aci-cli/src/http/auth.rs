@@ -108,7 +108,7 @@ impl Authenticator {
             })?;
             tokens.push(StaticToken {
                 digest,
-                principal: Principal::new(name, token.run_budget),
+                principal: Principal::new(name, token.run_budget).with_review(token.review),
             });
         }
         let jwt = section.jwt.as_ref().map(JwtVerifier::load).transpose()?;

@@ -29,6 +29,9 @@ pub(crate) struct TokenSection {
     pub(crate) sha256: String,
     /// Tool calls per run for this principal, overriding `[run] budget`.
     pub(crate) run_budget: Option<u32>,
+    /// May see every run's review page (`/runs/<run_id>`), not only its own.
+    #[serde(default)]
+    pub(crate) review: bool,
 }
 
 /// `[auth.jwt]`.

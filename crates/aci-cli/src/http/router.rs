@@ -11,6 +11,9 @@
 //! 2. the request body limit: `max_request_bytes` plus [`ENVELOPE_BYTES`]
 //!    for the JSON-RPC envelope, 413 without reading a larger body whole;
 //! 3. the run of a `/runs/<run_id>/mcp` URL, put in the request.
+//!
+//! The review routes (`/runs/<run_id>`, its calls and citation check,
+//! [`crate::review`]) sit behind the same authentication.
 
 use std::sync::{Arc, LazyLock};
 
@@ -31,6 +34,7 @@ use super::auth::{AuthLayerState, Authenticator, require_bearer};
 use super::metrics::Metrics;
 use super::ops::{self, OpsState};
 use crate::config::Config;
+use crate::review::{MAX_ANSWER_BYTES, ReviewState};
 use crate::server::{McpSession, Principal, RequestFacts, Server, TransportFacts};
 
 /// Bytes allowed in a request body beyond `max_request_bytes`: the JSON-RPC
@@ -77,6 +81,7 @@ pub(crate) fn routes(
         Arc::new(NeverSessionManager::default()),
         mcp_config,
     );
+    let open = authenticator.is_none();
     let auth = Arc::new(AuthLayerState {
         authenticator,
         resource: config.auth.resource.clone(),
@@ -98,8 +103,14 @@ pub(crate) fn routes(
             metrics,
             count_too_large,
         ))
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&auth),
+            require_bearer,
+        ));
+    let review = crate::review::routes(Arc::new(ReviewState::new(boundary.clone(), config, open)))
+        .layer(RequestBodyLimitLayer::new(MAX_ANSWER_BYTES))
         .layer(middleware::from_fn_with_state(auth, require_bearer));
-    (mcp_routes.merge(ops), cancel)
+    (mcp_routes.merge(review).merge(ops), cancel)
 }
 
 /// Puts the run of a `/runs/<run_id>/mcp` URL into the request.

@@ -122,6 +122,7 @@ pub(crate) trait RequestFacts: fmt::Debug + Send + Sync + 'static {
 pub(crate) struct Principal {
     name: Arc<str>,
     run_budget: Option<u32>,
+    reviewer: bool,
 }
 
 impl Principal {
@@ -130,7 +131,20 @@ impl Principal {
         Self {
             name: Arc::from(name),
             run_budget,
+            reviewer: false,
         }
+    }
+
+    /// The principal, allowed to review every run's page when `reviewer`
+    /// (`review = true`), not only the runs it owns.
+    pub(crate) const fn with_review(mut self, reviewer: bool) -> Self {
+        self.reviewer = reviewer;
+        self
+    }
+
+    /// Whether it may see every run's review page.
+    pub(crate) const fn may_review_every_run(&self) -> bool {
+        self.reviewer
     }
 
     /// The principal's name: a static token's table name, or a JWT's `sub`.

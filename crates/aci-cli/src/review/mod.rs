@@ -1,0 +1,317 @@
+//! Reviewing a run: one page of everything an agent called, saw and cited.
+//!
+//! - [`model`]: the run read from the store (the records as `aci inspect`
+//!   reads them, with the raw responses), arranged for the page;
+//! - [`page`]: the page itself, server-rendered with maud, self-contained;
+//! - [`json_view`]: a raw response beside the model's view, with what the
+//!   model did not get marked;
+//! - [`citations`]: the citation check of an answer text, with
+//!   `aci verify`'s rules.
+//!
+//! Served by `aci serve --http` ([`routes`]) under the same bearer
+//! authentication as `/mcp`, to the run's owner and to principals marked
+//! `review = true`; written to a file by `aci report` ([`report`]).
+
+mod citations;
+mod json_view;
+mod model;
+mod page;
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use aci_contracts::{RunId, ToolCallId};
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Extension, Path as UrlPath, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use invocation_core::{InvocationKey, RecordFields, ToolBoundary};
+use serde_json::{Value, json};
+
+use self::model::{Budgets, RunView};
+use self::page::Mode;
+use crate::StoreArgs;
+use crate::commands::{load_config, record_json, run_json, shared_app};
+use crate::error::CliError;
+use crate::server::Principal;
+
+/// Largest answer text the citation check reads.
+pub(crate) const MAX_ANSWER_BYTES: usize = 1024 * 1024;
+
+/// What the review routes need.
+#[derive(Debug)]
+pub(crate) struct ReviewState {
+    /// The boundary whose store holds the runs.
+    pub(crate) boundary: ToolBoundary,
+    /// The configured budgets, for the header.
+    pub(crate) budgets: Budgets,
+    /// `--insecure-no-auth`: no principal, every run open.
+    pub(crate) open: bool,
+}
+
+impl ReviewState {
+    /// The state of `boundary` under `config`.
+    pub(crate) fn new(boundary: ToolBoundary, config: &crate::config::Config, open: bool) -> Self {
+        Self {
+            boundary,
+            budgets: Budgets::of(config),
+            open,
+        }
+    }
+}
+
+/// `GET /runs/{run_id}` (the page), `GET /runs/{run_id}/calls` (JSON lines,
+/// as `aci inspect --json`), `GET /runs/{run_id}/calls/{tool_call_id}` (one
+/// call with its raw response) and `POST /runs/{run_id}/citations` (the
+/// citation check). Every answer is `Cache-Control: no-store`.
+pub(crate) fn routes(state: Arc<ReviewState>) -> Router {
+    Router::new()
+        .route("/runs/{run_id}", get(run_page))
+        .route("/runs/{run_id}/calls", get(run_calls))
+        .route("/runs/{run_id}/calls/{tool_call_id}", get(one_call))
+        .route("/runs/{run_id}/citations", post(check_citations))
+        .with_state(state)
+        .layer(axum::middleware::map_response(private))
+}
+
+/// Nothing here may be kept by a cache or sent on as a referrer.
+async fn private(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    response
+}
+
+/// Why a request gets no run.
+enum Refusal {
+    /// Not the owner and not a reviewer: the same answer whether the run
+    /// exists or not.
+    Forbidden,
+    /// A reviewer (or an open server) asked for a run the store does not hold.
+    NotFound,
+    /// The store could not be read.
+    Unavailable,
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        let (status, text) = match self {
+            Self::Forbidden => (StatusCode::FORBIDDEN, "forbidden\n"),
+            Self::NotFound => (StatusCode::NOT_FOUND, "no such run or call\n"),
+            Self::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "STORE_UNAVAILABLE\n"),
+        };
+        (status, text).into_response()
+    }
+}
+
+/// The run of `run`, when `principal` may see it: its owner, a reviewer,
+/// or anyone on an open server.
+async fn authorize(
+    state: &ReviewState,
+    principal: Option<&Principal>,
+    run: &str,
+) -> Result<RunId, Refusal> {
+    let reviewer = match principal {
+        None if state.open => true,
+        None => return Err(Refusal::Forbidden),
+        Some(p) => p.may_review_every_run(),
+    };
+    let Ok(run_id) = RunId::new(run) else {
+        return Err(if reviewer {
+            Refusal::NotFound
+        } else {
+            Refusal::Forbidden
+        });
+    };
+    let state_of_run = state
+        .boundary
+        .store()
+        .run_state(&run_id)
+        .await
+        .map_err(|_| Refusal::Unavailable)?;
+    if reviewer {
+        return Ok(run_id);
+    }
+    let owner = state_of_run.as_ref().and_then(|s| s.owner.as_deref());
+    match (owner, principal) {
+        (Some(owner), Some(p)) if owner == p.name() => Ok(run_id),
+        _ => Err(Refusal::Forbidden),
+    }
+}
+
+async fn load(state: &ReviewState, run_id: &RunId) -> Result<RunView, Refusal> {
+    let view = RunView::load(&state.boundary, run_id, &state.budgets)
+        .await
+        .map_err(|_| Refusal::Unavailable)?;
+    if view.exists() {
+        Ok(view)
+    } else {
+        Err(Refusal::NotFound)
+    }
+}
+
+async fn run_page(
+    State(state): State<Arc<ReviewState>>,
+    principal: Option<Extension<Principal>>,
+    UrlPath(run): UrlPath<String>,
+) -> Result<Response, Refusal> {
+    let run_id = authorize(&state, principal.as_deref(), &run).await?;
+    let view = load(&state, &run_id).await?;
+    Ok(html(page::render(&view, Mode::Served, None)))
+}
+
+async fn run_calls(
+    State(state): State<Arc<ReviewState>>,
+    principal: Option<Extension<Principal>>,
+    UrlPath(run): UrlPath<String>,
+) -> Result<Response, Refusal> {
+    let run_id = authorize(&state, principal.as_deref(), &run).await?;
+    let records = state
+        .boundary
+        .journal()
+        .entries(&run_id, RecordFields::WithoutRaw)
+        .await
+        .map_err(|_| Refusal::Unavailable)?;
+    let run_state = state
+        .boundary
+        .store()
+        .run_state(&run_id)
+        .await
+        .map_err(|_| Refusal::Unavailable)?;
+    if records.is_empty() && run_state.is_none() {
+        return Err(Refusal::NotFound);
+    }
+    let run = run_json(run_state.as_ref());
+    let mut body = String::new();
+    for record in &records {
+        let mut line = record_json(record);
+        if let Some(object) = line.as_object_mut() {
+            object.insert("run".to_owned(), run.clone());
+        }
+        body.push_str(&line.to_string());
+        body.push('\n');
+    }
+    Ok(([(header::CONTENT_TYPE, "application/jsonl")], body).into_response())
+}
+
+async fn one_call(
+    State(state): State<Arc<ReviewState>>,
+    principal: Option<Extension<Principal>>,
+    UrlPath((run, id)): UrlPath<(String, String)>,
+) -> Result<Response, Refusal> {
+    let run_id = authorize(&state, principal.as_deref(), &run).await?;
+    let id = ToolCallId::new(id).map_err(|_| Refusal::NotFound)?;
+    let store = state.boundary.store();
+    let record = store
+        .get(&InvocationKey::new(run_id.clone(), id), RecordFields::All)
+        .await
+        .map_err(|_| Refusal::Unavailable)?
+        .ok_or(Refusal::NotFound)?;
+    let run_state = store
+        .run_state(&run_id)
+        .await
+        .map_err(|_| Refusal::Unavailable)?;
+    let mut body = record_json(&record);
+    if let Some(object) = body.as_object_mut() {
+        object.insert("run".to_owned(), run_json(run_state.as_ref()));
+    }
+    Ok(json_response(&body))
+}
+
+/// The citation check: a form post (`answer=…`) gets the page with the
+/// marks; any other body is the answer text itself and gets JSON.
+async fn check_citations(
+    State(state): State<Arc<ReviewState>>,
+    principal: Option<Extension<Principal>>,
+    UrlPath(run): UrlPath<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, Refusal> {
+    let run_id = authorize(&state, principal.as_deref(), &run).await?;
+    let view = load(&state, &run_id).await?;
+    let is_form = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
+    let answer = if is_form {
+        form_field(&body, "answer").unwrap_or_default()
+    } else {
+        String::from_utf8_lossy(&body).into_owned()
+    };
+    let report = citations::check(&state.boundary, &view, &answer).await;
+    if is_form {
+        return Ok(html(page::render(&view, Mode::Served, Some(&report))));
+    }
+    let cited: Vec<Value> = report
+        .cited
+        .iter()
+        .map(|c| json!({"citation": c.citation, "mark": c.mark().class(), "verdict": c.verdict}))
+        .collect();
+    Ok(json_response(
+        &json!({"cited": cited, "uncited": report.uncited}),
+    ))
+}
+
+/// The value of `name` in an `application/x-www-form-urlencoded` body.
+fn form_field(body: &[u8], name: &str) -> Option<String> {
+    form_urlencoded::parse(body)
+        .find(|(key, _)| key == name)
+        .map(|(_, value)| value.into_owned())
+}
+
+fn json_response(body: &Value) -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn html(page: String) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; form-action 'self'",
+            ),
+        ],
+        page,
+    )
+        .into_response()
+}
+
+/// `aci report`: writes the page of `run` to `out` as one self-contained
+/// file, its citation check working offline.
+pub(crate) async fn report(store: &StoreArgs, run: &str, out: &Path) -> Result<ExitCode, CliError> {
+    let run_id = RunId::new(run).map_err(|e| CliError::config(format!("invalid run id: {e}")))?;
+    let config = load_config(store)?;
+    let app = shared_app(store, "report").await?;
+    let view = RunView::load(&app.boundary, &run_id, &Budgets::of(&config))
+        .await
+        .map_err(|e| CliError::config(e.to_string()))?;
+    if !view.exists() {
+        return Err(CliError::config(format!(
+            "run {run_id}: no records (unknown run, or its records expired)"
+        )));
+    }
+    let page = page::render(&view, Mode::Offline, None);
+    std::fs::write(out, page)
+        .map_err(|e| CliError::config(format!("cannot write {}: {e}", out.display())))?;
+    eprintln!(
+        "aci: wrote the review of run {run_id} ({} calls) to {}",
+        view.calls.len(),
+        out.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
