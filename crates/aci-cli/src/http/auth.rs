@@ -74,6 +74,7 @@ struct JwtVerifier {
     issuer: String,
     audience: String,
     leeway_secs: u64,
+    review_claim: Option<String>,
 }
 
 struct VerifyKey {
@@ -85,6 +86,9 @@ struct VerifyKey {
 #[derive(Deserialize)]
 struct Claims {
     sub: String,
+    /// The other claims, for the configured review claim.
+    #[serde(flatten)]
+    other: serde_json::Map<String, serde_json::Value>,
 }
 
 impl Authenticator {
@@ -176,6 +180,7 @@ impl JwtVerifier {
             issuer: section.issuer.clone(),
             audience: section.audience.clone(),
             leeway_secs: section.leeway_secs.unwrap_or(30),
+            review_claim: section.review_claim.clone(),
         })
     }
 
@@ -203,7 +208,10 @@ impl JwtVerifier {
             {
                 return Err(AuthFailure::Invalid);
             }
-            return Ok(Principal::new(&sub, None));
+            let reviewer = self.review_claim.as_ref().is_some_and(|claim| {
+                data.claims.other.get(claim) == Some(&serde_json::Value::Bool(true))
+            });
+            return Ok(Principal::new(&sub, None).with_review(reviewer));
         }
         Err(AuthFailure::Invalid)
     }

@@ -46,6 +46,9 @@ pub(crate) struct JwtSection {
     pub(crate) jwks_file: PathBuf,
     /// Clock skew allowed on `exp` and `nbf` (default 30).
     pub(crate) leeway_secs: Option<u64>,
+    /// A claim that, when it is `true` in a token, lets its principal see
+    /// every run's review page (as `review = true` does for a static token).
+    pub(crate) review_claim: Option<String>,
 }
 
 #[cfg(test)]

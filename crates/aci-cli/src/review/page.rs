@@ -79,13 +79,13 @@ function extract(answer){
 function mark(c){var i=c.indexOf('/');
  if(i>=0){if(c.slice(0,i)!==data.run)return 'other-run';c=c.slice(i+1);}
  return Object.prototype.hasOwnProperty.call(data.calls,c)?data.calls[c]:'unknown';}
-function item(list,cls,text){var li=document.createElement('li');li.className=cls;li.setAttribute('data-mark',cls);li.textContent=text;list.appendChild(li);}
+function item(list,cls,mark,text){var li=document.createElement('li');li.className=cls;if(mark)li.setAttribute('data-mark',mark);li.textContent=text;list.appendChild(li);}
 form.addEventListener('submit',function(e){e.preventDefault();
  var answer=document.getElementById('answer').value,cited=document.getElementById('cited'),uncited=document.getElementById('uncited');
  cited.textContent='';uncited.textContent='';var seen={};
- extract(answer).forEach(function(c){var k=mark(c);item(cited,'cite '+k,c+' \u2014 '+data.labels[k]);
+ extract(answer).forEach(function(c){var k=mark(c);item(cited,'cite '+k,k,c+' \u2014 '+data.labels[k]);
   if(k!=='unknown'&&k!=='other-run')seen[c.slice(c.indexOf('/')+1)]=true;});
- data.order.forEach(function(id){if(!seen[id])item(uncited,'uncited',id);});
+ data.order.forEach(function(id){if(!seen[id])item(uncited,'uncited',null,id);});
  document.getElementById('citation-results').hidden=false;});
 })();
 "#;

@@ -1,6 +1,8 @@
 //! Test support of the `aci` binary's integration tests, one job per module
 //! (as apalis' `test_utils` and OpenDAL's `testkit` split theirs):
 //!
+//! - [`browser`]: a headless Chromium over WebDriver (chromedriver), for
+//!   the review page's tests;
 //! - [`command`]: one-shot `aci` runs to their end, blocking or async, what
 //!   they printed, and the records `aci inspect` shows;
 //! - [`files`]: temporary files, directories and config files, unique ids;
@@ -15,6 +17,7 @@
 
 #![allow(dead_code, reason = "each test binary uses part of the support")]
 
+pub(crate) mod browser;
 pub(crate) mod command;
 pub(crate) mod contract;
 pub(crate) mod files;
