@@ -247,7 +247,8 @@ async fn expand(browser: &Browser, id: &str) -> String {
 
 /// Expanding calls shows both views; the bounded call marks what was cut;
 /// an ERROR shows its code and the code's meaning.
-async fn assert_calls(browser: &Browser, records: &[Value]) {
+/// A screenshot of the page's top with the bounded call open goes to `shot`.
+async fn assert_calls(browser: &Browser, records: &[Value], shot: &Path) {
     let details = browser.all("details.call").await;
     assert_eq!(details.len(), records.len());
 
@@ -281,6 +282,10 @@ async fn assert_calls(browser: &Browser, records: &[Value]) {
     let (mx, my, _, _) = model.rectangle().await.unwrap();
     let (rx, ry, _, _) = raw.rectangle().await.unwrap();
     assert!(rx > mx && (ry - my).abs() < 1.0, "views side by side");
+    browser.client.set_window_size(1280, 1500).await.unwrap();
+    browser.eval("window.scrollTo(0, 0); return null;").await;
+    browser.screenshot(shot).await;
+    browser.client.set_window_size(1280, 900).await.unwrap();
 
     for record in records.iter().filter(|r| r["status"] == "ERROR") {
         let code = ErrorCode::parse(record["error_code"].as_str().unwrap()).unwrap();
@@ -427,10 +432,7 @@ async fn the_review_page_shows_a_run_in_a_real_browser() {
     browser.open(&replica.url(&page)).await;
     browser.wait_for("ol.timeline").await;
     assert_timeline(&browser, &records).await;
-    assert_calls(&browser, &records).await;
-    browser
-        .screenshot(&artifacts().join("served-run.png"))
-        .await;
+    assert_calls(&browser, &records, &artifacts().join("served-run.png")).await;
     check_citations(&browser).await;
     assert_citations(&browser, &records).await;
     // A phone's width: nothing wider than the screen.
@@ -478,12 +480,9 @@ async fn assert_offline_report(out: &Path, records: &[Value]) {
         .await;
     assert_eq!(external, 0, "the report loads nothing");
     assert_timeline(&browser, records).await;
-    assert_calls(&browser, records).await;
+    assert_calls(&browser, records, &artifacts().join("report-run.png")).await;
     check_citations(&browser).await;
     assert_citations(&browser, records).await;
-    browser
-        .screenshot(&artifacts().join("report-run.png"))
-        .await;
     browser.close().await;
 }
 

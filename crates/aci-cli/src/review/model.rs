@@ -240,7 +240,9 @@ impl CallView {
     }
 
     /// What the model did not get, in words: items beyond the bound, a
-    /// result marked truncated, bytes left out, redactions.
+    /// result marked truncated, redactions. Empty when it got everything
+    /// the projection kept (a projection always leaves out the raw's
+    /// harness-only fields; that alone is not a bound).
     pub(crate) fn bounded(&self) -> Vec<String> {
         let mut notes = Vec::new();
         let Some(Value::Object(result)) =
@@ -268,13 +270,6 @@ impl CallView {
                 "the result is marked truncated: items or text were left out or shortened"
                     .to_owned(),
             );
-        }
-        if let (Some(raw), Some(model)) = (self.record.raw_bytes, self.record.agent_result_bytes)
-            && raw > model
-        {
-            notes.push(format!(
-                "raw response {raw} bytes, the model's result {model} bytes"
-            ));
         }
         for (rule, n) in self.record.redactions.iter() {
             notes.push(format!("{n} secret(s) redacted by rule {rule}"));

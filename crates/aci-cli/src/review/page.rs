@@ -48,7 +48,7 @@ details.call .body{padding:.4rem .8rem .8rem;border-top:1px solid var(--line)}
 .views{display:grid;grid-template-columns:1fr 1fr;gap:.8rem}
 .views section{min-width:0}
 .views h3{font-size:.95rem;margin:.6rem 0 .3rem}
-pre{background:#f6f8fa;border:1px solid var(--line);border-radius:4px;padding:.5rem;overflow:auto;max-height:32rem;margin:0;white-space:pre}
+pre{background:#f6f8fa;border:1px solid var(--line);border-radius:4px;padding:.5rem;overflow:auto;max-height:32rem;margin:0;white-space:pre-wrap;overflow-wrap:anywhere}
 .cut{background:var(--cut);text-decoration:line-through;text-decoration-color:#c62828}
 .redacted-source{background:#fff3c4}
 ul.bounded{margin:.4rem 0;padding-left:1.2rem;color:#8c1d18}
@@ -222,6 +222,12 @@ fn call_details(n: usize, call: &CallView) -> Markup {
                     dt { "tool_call_id" } dd { code { (call.id()) } }
                     dt { "Created" } dd { (record.created_at) }
                     dt { "Finished" } dd { (record.finished_at.map_or_else(|| "-".to_owned(), |t| t.to_string())) }
+                    dt { "Sizes" } dd.sizes {
+                        "request " (record.request_bytes) " B, raw "
+                        (record.raw_bytes.map_or_else(|| "-".to_owned(), |b| format!("{b} B")))
+                        ", model's result "
+                        (record.agent_result_bytes.map_or_else(|| "-".to_owned(), |b| format!("{b} B")))
+                    }
                     dt { "Duration" } dd.durations { (call.duration_ms().map_or_else(|| "-".to_owned(), format_ms)) " in all" }
                     @if let Some(code) = call.error_code() {
                         dt { "Error" } dd.error-code { code { (code) } " " span.meaning { (code.message()) } }
