@@ -94,7 +94,7 @@ fn write_string(out: &mut String, text: &str, kept: &str) {
         out.push_str("<span class=\"cut\" title=\"cut from the model's view\">");
         let tail = json_text(&Value::String(rest.to_owned()));
         escape_into(out, &tail[1..tail.len() - 1]);
-        out.push_str("</span>\"");
+        out.push_str("</span>&quot;");
     } else {
         escape_into(out, &json_text(&Value::String(text.to_owned())));
     }
@@ -206,7 +206,7 @@ mod tests {
         assert!(html.contains("first &lt;b&gt;"), "{html}");
         assert!(
             html.contains(
-                "\"second<span class=\"cut\" title=\"cut from the model's view\">, long text</span>\""
+                "&quot;second<span class=\"cut\" title=\"cut from the model's view\">, long text</span>&quot;"
             ),
             "{html}"
         );
