@@ -231,6 +231,20 @@ async fn assert_timeline(browser: &Browser, records: &[Value]) {
     }
 }
 
+/// Following the timeline bar of `id` (a link, reached by keyboard too)
+/// opens its call.
+async fn open_by_its_bar(browser: &Browser, id: &str) {
+    browser
+        .wait_for(&format!("ol.timeline a.bar[data-tool-call-id=\"{id}\"]"))
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait_for(&format!("details.call[data-tool-call-id=\"{id}\"][open]"))
+        .await;
+}
+
 /// Expands the call `id` by a click on its summary and returns
 /// its `details` element's selector.
 async fn expand(browser: &Browser, id: &str) -> String {
@@ -432,6 +446,7 @@ async fn the_review_page_shows_a_run_in_a_real_browser() {
     browser.open(&replica.url(&page)).await;
     browser.wait_for("ol.timeline").await;
     assert_timeline(&browser, &records).await;
+    open_by_its_bar(&browser, "call_rows").await;
     assert_calls(&browser, &records, &artifacts().join("served-run.png")).await;
     check_citations(&browser).await;
     assert_citations(&browser, &records).await;
@@ -480,6 +495,7 @@ async fn assert_offline_report(out: &Path, records: &[Value]) {
         .await;
     assert_eq!(external, 0, "the report loads nothing");
     assert_timeline(&browser, records).await;
+    open_by_its_bar(&browser, "call_rows").await;
     assert_calls(&browser, records, &artifacts().join("report-run.png")).await;
     check_citations(&browser).await;
     assert_citations(&browser, records).await;

@@ -1,6 +1,6 @@
 //! The review page as one self-contained HTML document (maud templates):
-//! inline CSS, a few lines of inline script for the offline citation
-//! check only, no external resource of any kind.
+//! inline CSS, a few lines of inline script (a timeline bar opens its
+//! call; the offline citation check), no external resource of any kind.
 
 use std::collections::BTreeMap;
 
@@ -90,6 +90,9 @@ form.addEventListener('submit',function(e){e.preventDefault();
 })();
 "#;
 
+/// A bar of the timeline (a link to its call) opens the call it names.
+const OPEN_TARGET_SCRIPT: &str = "function openTarget(){var t=document.getElementById(location.hash.slice(1));if(t&&t.tagName==='DETAILS'){t.open=true;}}addEventListener('hashchange',openTarget);openTarget();";
+
 /// The whole page of `view`, with the result of a citation check when one
 /// was posted.
 pub(crate) fn render(view: &RunView, mode: Mode, citations: Option<&CitationReport>) -> String {
@@ -118,6 +121,7 @@ pub(crate) fn render(view: &RunView, mode: Mode, citations: Option<&CitationRepo
                     h2 { "Citation check" }
                     (citation_form(view, mode, citations))
                 }
+                script { (PreEscaped(OPEN_TARGET_SCRIPT)) }
             }
         }
     };
