@@ -292,6 +292,14 @@ async fn assert_calls(browser: &Browser, records: &[Value], shot: &Path) {
         "{}",
         notes.text().await.unwrap()
     );
+    // The phases the boundary timed: it ran and projected this one.
+    let phases = browser.all(&format!("{call} dd.durations .phase")).await;
+    let mut named = Vec::new();
+    for phase in &phases {
+        named.push(phase.attr("data-phase").await.unwrap().unwrap());
+    }
+    assert_eq!(named, ["preflight", "execution", "projection"]);
+    assert!(bounded["timings_us"]["execution"].is_u64(), "{bounded}");
     // Side by side at 1280 px.
     let (mx, my, _, _) = model.rectangle().await.unwrap();
     let (rx, ry, _, _) = raw.rectangle().await.unwrap();

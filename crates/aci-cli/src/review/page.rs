@@ -204,6 +204,16 @@ fn format_ms(ms: u64) -> String {
     }
 }
 
+/// A phase's duration: microseconds below a millisecond, else milliseconds.
+fn format_us(d: std::time::Duration) -> String {
+    let us = d.as_micros();
+    if us < 1000 {
+        format!("{us} \u{b5}s")
+    } else {
+        format!("{:.1} ms", us as f64 / 1000.0)
+    }
+}
+
 fn call_details(n: usize, call: &CallView) -> Markup {
     let outcome = call.outcome();
     let observation = call.observation();
@@ -232,7 +242,14 @@ fn call_details(n: usize, call: &CallView) -> Markup {
                         ", model's result "
                         (record.agent_result_bytes.map_or_else(|| "-".to_owned(), |b| format!("{b} B")))
                     }
-                    dt { "Duration" } dd.durations { (call.duration_ms().map_or_else(|| "-".to_owned(), format_ms)) " in all" }
+                    dt { "Duration" } dd.durations {
+                        (call.duration_ms().map_or_else(|| "-".to_owned(), format_ms)) " in all"
+                        @if let Some(t) = &record.timings {
+                            ": " span.phase data-phase="preflight" { "preflight " (format_us(t.preflight)) }
+                            ", " span.phase data-phase="execution" { "execution " (t.execution.map_or_else(|| "not run".to_owned(), format_us)) }
+                            ", " span.phase data-phase="projection" { "projection " (t.projection.map_or_else(|| "not reached".to_owned(), format_us)) }
+                        }
+                    }
                     @if let Some(code) = call.error_code() {
                         dt { "Error" } dd.error-code { code { (code) } " " span.meaning { (code.message()) } }
                         @if let Some(retryable) = record.retryable {
