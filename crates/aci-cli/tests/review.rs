@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use support::browser::Browser;
 use support::command::{aci_async, stderr};
 use support::contract::{call, ids};
-use support::files::{config_file, temp_file, unique};
+use support::files::{config_file, temp_dir, temp_file, unique, write_in};
 use support::http::keys::{SigningKey, claims, jwks};
 use support::http::replica::Replica;
 use support::http::{http_client, sha256_hex};
@@ -38,6 +38,14 @@ fn artifacts() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("review")
 }
 
+/// The knowledge base: one runbook, with a credential the model must not see.
+const RUNBOOK: &str = "# Connection pool exhausted\n\n\
+    When HikariPool reports that a connection is not available, the connection pool is \
+    exhausted: requests wait for a connection until they time out.\n\n\
+    ## Check the pool\n\n\
+    Compare the pool size with the active connections. The reporting job connects with \
+    password=Xq7vLm2RtZ9wKp4s and holds its connection for minutes.\n";
+
 const ISSUER: &str = "https://login.example.test/";
 const AUDIENCE: &str = "aci";
 
@@ -46,10 +54,15 @@ const AUDIENCE: &str = "aci";
 /// timeout.
 fn config(db: &TestDatabase, key: &SigningKey) -> PathBuf {
     let prefix = store_redis::testing::unique_prefix();
+    let knowledge = temp_dir("runbooks");
+    write_in(&knowledge, "pool.md", RUNBOOK);
     let jwks_file = temp_file("jwks.json", &jwks(&[key]));
     let toml = format!(
         r#"[redis]
 key_prefix = "{prefix}"
+[knowledge]
+dir = "{knowledge}"
+persistent = false
 [run]
 budget = 40
 [mysql.data_sources.shop]
@@ -69,6 +82,7 @@ jwks_file = "{jwks}"
 review_claim = "aci_review"
 "#,
         jwks = jwks_file.display(),
+        knowledge = knowledge.display(),
         url = db.reader_url(),
         owner = sha256_hex(OWNER),
         other = sha256_hex(OTHER),
@@ -300,6 +314,33 @@ async fn assert_calls(browser: &Browser, records: &[Value], shot: &Path) {
     }
     assert_eq!(named, ["preflight", "execution", "projection"]);
     assert!(bounded["timings_us"]["execution"].is_u64(), "{bounded}");
+    // Redactions: counted in the notes, the marker in the model's view, the
+    // secret only in the raw response.
+    let found = expand(browser, "call_found").await;
+    let notes = browser
+        .wait_for(&format!("{found} ul.bounded"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(notes.contains("redacted by rule"), "{notes}");
+    let model_text = browser
+        .wait_for(&format!("{found} pre.observation"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        model_text.contains("<redacted:") && !model_text.contains("Xq7vLm2RtZ9wKp4s"),
+        "{model_text}"
+    );
+    let raw_text = browser
+        .wait_for(&format!("{found} pre.raw"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(raw_text.contains("Xq7vLm2RtZ9wKp4s"), "{raw_text}");
     // Side by side at 1280 px.
     let (mx, my, _, _) = model.rectangle().await.unwrap();
     let (rx, ry, _, _) = raw.rectangle().await.unwrap();
@@ -422,6 +463,13 @@ async fn the_review_page_shows_a_run_in_a_real_browser() {
     assert_eq!(
         by_id(&records, "call_none")["evidence_status"],
         "NO_EVIDENCE"
+    );
+    let redacted = by_id(&records, "call_found");
+    assert!(
+        redacted["redactions"]
+            .as_object()
+            .is_some_and(|r| !r.is_empty()),
+        "{redacted}"
     );
     assert_eq!(
         records.iter().filter(|r| id_of(r) == "call_found").count(),
