@@ -40,6 +40,7 @@ ol.timeline li{position:relative;height:1.3rem;border-bottom:1px dotted var(--li
 ol.timeline a.bar{position:absolute;top:.25rem;height:.8rem;min-width:4px;border-radius:2px;display:block}
 ol.timeline a.bar.evidence{background:var(--evidence)}ol.timeline a.bar.no-evidence{background:var(--no-evidence)}ol.timeline a.bar.error{background:var(--error)}ol.timeline a.bar.projecting{background:var(--projecting)}
 ol.timeline a.bar.mark{width:10px!important;height:10px;transform:translateX(-5px) rotate(45deg);border-radius:0}
+ol.timeline .label{position:absolute;top:0;font-size:.75rem;line-height:1.3rem;color:var(--muted);white-space:nowrap}
 ol.timeline a.bar:focus{outline:3px solid #0969da;outline-offset:1px}
 details.call{border:1px solid var(--line);border-radius:6px;margin:.4rem 0}
 details.call>summary{cursor:pointer;padding:.4rem .6rem;display:flex;flex-wrap:wrap;gap:.2rem .8rem;align-items:center}
@@ -180,6 +181,13 @@ fn timeline(view: &RunView) -> Markup {
                         data-start-ms=(call.record.created_at.unix_millis())
                         title=(label) aria-label=(label)
                         style=(format!("left:{left:.3}%;width:{width:.3}%")) {}
+                    // The id beside its bar, on the side with room.
+                    @let beside = if left + width < 60.0 {
+                        format!("left:calc({:.3}% + 8px)", left + width)
+                    } else {
+                        format!("right:calc({:.3}% + 8px)", 100.0 - left)
+                    };
+                    span.label aria-hidden="true" style=(beside) { (call.id()) " \u{b7} " (call.record.tool_name) }
                 }
             }
         }
