@@ -40,6 +40,9 @@ pub(crate) struct Browser {
     driver: Child,
     driver_url: String,
     session: String,
+    /// The browser's own profile directory: it names the browser's
+    /// processes, which a test that panics leaves behind its driver.
+    profile: PathBuf,
 }
 
 impl Browser {
@@ -51,6 +54,7 @@ impl Browser {
         );
         let chromium = binary(&["chromium", "chromium-browser"])
             .expect("no chromium: install Debian's chromium (.ci/run does)");
+        let profile = super::files::temp_dir("chromium-profile");
         let port = free_port();
         let driver = tokio::process::Command::new(driver_binary)
             .arg(format!("--port={port}"))
@@ -71,6 +75,7 @@ impl Browser {
                     "--headless=new", "--no-sandbox", "--disable-gpu",
                     "--disable-dev-shm-usage", "--window-size=1280,900",
                     "--no-first-run", "--disable-extensions",
+                    format!("--user-data-dir={}", profile.display()),
                 ],
             }),
         );
@@ -91,6 +96,7 @@ impl Browser {
             driver,
             driver_url,
             session,
+            profile,
         }
     }
 
@@ -172,8 +178,39 @@ impl Browser {
 
     /// Ends the session and the driver.
     pub(crate) async fn close(mut self) {
-        let _ = self.client.close().await;
+        let _ = self.client.clone().close().await;
         let _ = self.driver.kill().await;
+    }
+}
+
+impl Drop for Browser {
+    /// Ends the browser processes of this session's profile that are still
+    /// running (a test that panicked never closed its session).
+    fn drop(&mut self) {
+        let marker = format!("--user-data-dir={}", self.profile.display());
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+                continue;
+            };
+            if cmdline
+                .split(|&b| b == 0)
+                .any(|arg| arg == marker.as_bytes())
+            {
+                let _ = std::process::Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
+            }
+        }
     }
 }
 
