@@ -50,7 +50,19 @@ pub(crate) async fn run(command: Command) -> Result<ExitCode, CliError> {
             raw,
             store,
         } => inspect(&store, &run, json || raw, raw).await,
-        Command::Verify { run, ids, store } => verify(&store, &run, &ids).await,
+        Command::Verify {
+            run,
+            archive: true,
+            store,
+            ..
+        } => crate::archive::verify(&store, &run).await,
+        Command::Verify {
+            run, ids, store, ..
+        } => verify(&store, &run, &ids).await,
+        Command::Archive { once, store } => crate::archive::run(&store, once).await,
+        Command::Export { run, format, store } => {
+            crate::archive::export(&store, &run, format).await
+        }
         Command::Index { config } => {
             let config = match config {
                 Some(path) => Config::load(&path)?,

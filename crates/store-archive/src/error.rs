@@ -19,6 +19,16 @@ pub enum ArchiveError {
         #[source]
         source: tokio_postgres::Error,
     },
+    /// The invocation store (or its outbox) failed.
+    #[error("the invocation store is unavailable")]
+    Store {
+        /// The store's error (sanitized by its adapter).
+        #[source]
+        source: invocation_core::StoreError,
+    },
+    /// The signing key could not be read (never shown).
+    #[error("the archive signing key is not an Ed25519 PKCS#8 PEM key")]
+    InvalidKey,
     /// A record still `PROJECTING` cannot be archived.
     #[error("the record is not final")]
     NotFinal,
@@ -43,13 +53,19 @@ impl ArchiveError {
         move |source| Self::Unavailable { operation, source }
     }
 
+    pub(crate) const fn store(source: invocation_core::StoreError) -> Self {
+        Self::Store { source }
+    }
+
     /// Stable SCREAMING_SNAKE code.
     #[must_use]
     pub const fn code(&self) -> &'static str {
         match self {
             Self::InvalidUrl => "ARCHIVE_INVALID_URL",
             Self::Unavailable { .. } => "ARCHIVE_UNAVAILABLE",
+            Self::Store { .. } => "STORE_UNAVAILABLE",
             Self::NotFinal => "ARCHIVE_NOT_FINAL",
+            Self::InvalidKey => "ARCHIVE_INVALID_KEY",
             Self::Corrupt { .. } => "ARCHIVE_CORRUPT",
             Self::SchemaTooNew { .. } => "ARCHIVE_SCHEMA_TOO_NEW",
         }
@@ -59,7 +75,11 @@ impl ArchiveError {
     /// unreachable, a transaction was chosen as a deadlock victim, …).
     #[must_use]
     pub const fn is_transient(&self) -> bool {
-        matches!(self, Self::Unavailable { .. })
+        match self {
+            Self::Unavailable { .. } => true,
+            Self::Store { source } => source.is_transient(),
+            _ => false,
+        }
     }
 }
 

@@ -20,6 +20,13 @@
 //! [`Archive::verify_run`] recomputes every hash and names the first record
 //! that is missing, altered, reordered or added.
 //!
+//! A run that can take no more calls is sealed ([`Archive::seal_idle_runs`]):
+//! its count and head go into `aci_seals`, and each batch of seals into a
+//! checkpoint: a Merkle root over them in a note signed with Ed25519 (the
+//! C2SP signed-note format, see `seal.rs`). With the key, verification then
+//! also catches the last rows of a sealed run deleted, or forged rows
+//! appended with recomputed hashes, even with the seal row rewritten.
+//!
 //! The advisory lock (instead of `SELECT … FOR UPDATE` on the run row)
 //! keeps every table insert-only, so the archiver role needs `SELECT,
 //! INSERT` and nothing else on the data (see [`schema`](crate#schema)).
@@ -38,10 +45,13 @@
 //! as the URL's `sslmode` asks: `prefer` (the default) tries TLS first,
 //! `require` insists on it, `disable` never uses it.
 
+mod archiver;
 mod error;
 mod insert;
 mod record;
 mod schema;
+mod seal;
+mod settings;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod verify;
@@ -52,10 +62,16 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::Mutex as AsyncMutex;
 use tokio_postgres::Client;
 
+pub use archiver::{Archiver, Step};
 pub use error::{ArchiveError, Result};
 pub use insert::{ArchiveInput, Inserted};
 pub use record::{ArchivedCall, GENESIS, Hash, RawPolicy, chain, to_hex};
 pub use schema::SCHEMA_VERSION;
+pub use seal::{CheckpointKey, KEY_NAME, ORIGIN};
+pub use settings::{
+    ArchiveSettings, DEFAULT_BATCH_SIZE, DEFAULT_POLL_INTERVAL, DEFAULT_RECLAIM_AFTER,
+    DEFAULT_SEAL_IDLE,
+};
 pub use verify::{Problem, StoredCall, Verdict};
 
 /// A connection to the archive database. Cheap to clone; clones share the

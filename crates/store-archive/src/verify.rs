@@ -2,7 +2,10 @@
 
 use tokio_postgres::Row;
 
+use ed25519_dalek::VerifyingKey;
+
 use crate::record::{GENESIS, chain};
+use crate::seal::SealRow;
 use crate::{Archive, ArchiveError, ArchivedCall, Result};
 
 /// An archived call as stored: its position, the call, its hashes.
@@ -29,6 +32,9 @@ pub enum Problem {
     Reordered,
     /// A record that the chain or the seal does not account for.
     Added,
+    /// The run's seal is not in a checkpoint signed by the key, or the
+    /// checkpoint does not cover exactly its seals.
+    Checkpoint,
 }
 
 impl Problem {
@@ -40,6 +46,7 @@ impl Problem {
             Self::Altered => "altered",
             Self::Reordered => "reordered",
             Self::Added => "added",
+            Self::Checkpoint => "checkpoint",
         }
     }
 }
@@ -168,20 +175,27 @@ impl Archive {
         Ok(rows.iter().map(stored).collect())
     }
 
-    /// Recomputes a run's leaf and chain hashes, positions and seal.
+    /// Recomputes a run's leaf and chain hashes, positions and seal; with
+    /// `key`, also the signed checkpoint that holds a sealed run's seal
+    /// (without it the seal row is taken as it is).
     ///
     /// # Errors
     /// [`ArchiveError::Unavailable`].
-    pub async fn verify_run(&self, run_id: &str) -> Result<Verdict> {
+    pub async fn verify_run(&self, run_id: &str, key: Option<&VerifyingKey>) -> Result<Verdict> {
         let rows = self.calls(run_id).await?;
         let client = self.client.lock().await;
         let seal = client
             .query_opt(
-                "SELECT count, head FROM aci_seals WHERE run_id = $1",
+                "SELECT count, head, checkpoint_id FROM aci_seals WHERE run_id = $1",
                 &[&run_id],
             )
             .await
-            .map_err(ArchiveError::unavailable("verify"))?;
+            .map_err(ArchiveError::unavailable("verify"))?
+            .map(|row| SealRow {
+                count: row.get(0),
+                head: row.get(1),
+                checkpoint: row.get(2),
+            });
         let known = client
             .query_opt("SELECT 1 FROM aci_runs WHERE run_id = $1", &[&run_id])
             .await
@@ -190,11 +204,17 @@ impl Archive {
         if rows.is_empty() && seal.is_none() && known.is_none() {
             return Ok(Verdict::NotFound);
         }
-        let seal = seal.map(|row| (row.get::<_, i64>(0), row.get::<_, Vec<u8>>(1)));
-        Ok(check(
-            &rows,
-            seal.as_ref().map(|(count, head)| (*count, head.as_slice())),
-        ))
+        let verdict = check(&rows, seal.as_ref().map(|s| (s.count, s.head.as_slice())));
+        if let (Verdict::Intact { .. }, Some(seal), Some(key)) = (&verdict, &seal, key) {
+            let signed = match seal.checkpoint {
+                Some(id) => self.checkpoint_is_valid(id, key).await?,
+                None => false,
+            };
+            if !signed {
+                return Ok(broken(Problem::Checkpoint, seal.count, None));
+            }
+        }
+        Ok(verdict)
     }
 }
 

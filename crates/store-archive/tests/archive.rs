@@ -71,14 +71,14 @@ async fn redelivered_calls_are_archived_once_and_chained() {
         [(1, "c0"), (2, "c1"), (3, "c2"), (4, "c3"), (5, "c4")]
     );
     assert_eq!(
-        archive.verify_run(run.as_str()).await.unwrap(),
+        archive.verify_run(run.as_str(), None).await.unwrap(),
         Verdict::Intact {
             records: 5,
             sealed: false
         }
     );
     assert_eq!(
-        archive.verify_run("no-such-run").await.unwrap(),
+        archive.verify_run("no-such-run", None).await.unwrap(),
         Verdict::NotFound
     );
 }
@@ -175,7 +175,7 @@ async fn concurrent_archivers_never_fork_a_chain() {
         let stored = first.calls(run.as_str()).await.unwrap();
         assert_eq!(stored.len(), 10);
         assert_eq!(
-            first.verify_run(run.as_str()).await.unwrap(),
+            first.verify_run(run.as_str(), None).await.unwrap(),
             Verdict::Intact {
                 records: 10,
                 sealed: false
@@ -211,7 +211,7 @@ async fn tampering_is_detected_and_named() {
     .await
     .unwrap();
     assert_eq!(
-        archive.verify_run(updated.as_str()).await.unwrap(),
+        archive.verify_run(updated.as_str(), None).await.unwrap(),
         Verdict::Broken {
             problem: Problem::Altered,
             seq: 3,
@@ -228,7 +228,7 @@ async fn tampering_is_detected_and_named() {
     .await
     .unwrap();
     assert_eq!(
-        archive.verify_run(deleted.as_str()).await.unwrap(),
+        archive.verify_run(deleted.as_str(), None).await.unwrap(),
         Verdict::Broken {
             problem: Problem::Missing,
             seq: 2,
@@ -250,7 +250,7 @@ async fn tampering_is_detected_and_named() {
     .await
     .unwrap();
     assert!(matches!(
-        archive.verify_run(forged.as_str()).await.unwrap(),
+        archive.verify_run(forged.as_str(), None).await.unwrap(),
         Verdict::Broken {
             seq: 2,
             tool_call_id: Some(ref id),
@@ -292,4 +292,125 @@ async fn retention_drops_old_partitions_only() {
         .insert(&[input(&late, RawPolicy::None)])
         .await
         .unwrap();
+}
+
+/// A sealed run: DELETE of its last row, a forged row appended with
+/// recomputed hashes, and a seal rewritten to match are each detected with
+/// the checkpoint key.
+#[tokio::test]
+async fn sealed_runs_detect_deleted_and_appended_rows() {
+    use store_archive::{CheckpointKey, chain};
+    let db = TestDatabase::create().await;
+    let archive = archive(&db).await;
+    let sql = db.client().await;
+    let key = CheckpointKey::from_bytes(&[9; 32]);
+    let public = key.verifying_key();
+    let sealed_run = |run: &aci_contracts::RunId| {
+        (0..4)
+            .map(|n| {
+                input(
+                    &final_record(run, &format!("c{n}"), NOW + n),
+                    RawPolicy::None,
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let (a, b, c) = (fresh_run_id(), fresh_run_id(), fresh_run_id());
+    // Two checkpoints: `a` alone, then `b` and `c`.
+    archive.insert(&sealed_run(&a)).await.unwrap();
+    let sealed = archive
+        .seal_idle_runs(&key, std::time::Duration::ZERO, NOW)
+        .await
+        .unwrap();
+    assert_eq!(sealed, 1);
+    for run in [&b, &c] {
+        archive.insert(&sealed_run(run)).await.unwrap();
+    }
+    let sealed = archive
+        .seal_idle_runs(&key, std::time::Duration::ZERO, NOW)
+        .await
+        .unwrap();
+    assert_eq!(sealed, 2);
+    assert_eq!(
+        archive
+            .seal_idle_runs(&key, std::time::Duration::ZERO, NOW)
+            .await
+            .unwrap(),
+        0,
+        "a run is sealed once"
+    );
+    assert_eq!(
+        archive.verify_run(a.as_str(), Some(&public)).await.unwrap(),
+        Verdict::Intact {
+            records: 4,
+            sealed: true
+        }
+    );
+
+    // DELETE the last row of a sealed run.
+    sql.execute(
+        "DELETE FROM aci_calls WHERE run_id = $1 AND seq = 4",
+        &[&a.as_str()],
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        archive.verify_run(a.as_str(), Some(&public)).await.unwrap(),
+        Verdict::Broken {
+            problem: Problem::Missing,
+            seq: 4,
+            tool_call_id: None
+        }
+    );
+    // ... and rewrite its seal to match: the signed checkpoint tells.
+    sql.execute(
+        "UPDATE aci_seals SET count = 3, head = (SELECT chain_hash FROM aci_calls
+           WHERE run_id = $1 AND seq = 3) WHERE run_id = $1",
+        &[&a.as_str()],
+    )
+    .await
+    .unwrap();
+    assert!(matches!(
+        archive.verify_run(a.as_str(), None).await.unwrap(),
+        Verdict::Intact { .. }
+    ));
+    assert!(matches!(
+        archive.verify_run(a.as_str(), Some(&public)).await.unwrap(),
+        Verdict::Broken {
+            problem: Problem::Checkpoint,
+            ..
+        }
+    ));
+
+    // A forged row appended to a sealed run, its hashes recomputed.
+    let stored = archive.calls(b.as_str()).await.unwrap();
+    let mut forged = stored[3].call.clone();
+    forged.tool_call_id = "forged".into();
+    let leaf = forged.leaf_hash();
+    let previous: [u8; 32] = stored[3].chain_hash.clone().try_into().unwrap();
+    let linked = chain(&previous, &leaf);
+    sql.execute(
+        "INSERT INTO aci_calls SELECT run_id, 'forged', 5, finished_at_ms, created_at_ms,
+           tool_name, status, evidence_status, error_code, retryable, scope_fp,
+           replayed_from, redactions, request, scope, result, raw, raw_sha256,
+           raw_mode, request_bytes, raw_bytes, result_bytes, $2, $3, archived_at
+         FROM aci_calls WHERE run_id = $1 AND seq = 4",
+        &[&b.as_str(), &leaf.as_slice(), &linked.as_slice()],
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        archive.verify_run(b.as_str(), Some(&public)).await.unwrap(),
+        Verdict::Broken {
+            problem: Problem::Added,
+            seq: 5,
+            tool_call_id: Some("forged".into())
+        }
+    );
+    // The untouched run of the same checkpoint stays intact (the forged row
+    // changed no seal).
+    assert!(matches!(
+        archive.verify_run(c.as_str(), Some(&public)).await.unwrap(),
+        Verdict::Intact { sealed: true, .. }
+    ));
 }
