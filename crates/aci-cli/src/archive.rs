@@ -289,6 +289,56 @@ pub(crate) async fn verify(args: &StoreArgs, run: &str) -> Result<ExitCode, CliE
     Ok(ExitCode::from(if intact { 0 } else { NOT_DONE }))
 }
 
+/// `aci inspect --run R` for a run the store no longer has: the archived
+/// calls, as JSON lines (payloads with `--json`, the raw response as
+/// archived with `--raw`) or a table; says on stderr that it read the
+/// archive. Exit 0, or 2 when the archive has none either.
+pub(crate) async fn inspect(
+    config: &Config,
+    run: &str,
+    json_lines: bool,
+    raw: bool,
+) -> Result<ExitCode, CliError> {
+    let archive = connect(settings(config)?).await?;
+    let calls = archive
+        .calls(run)
+        .await
+        .map_err(|e| CliError::config(format!("archive: {e}")))?;
+    eprintln!("aci: run {run} read from the archive");
+    if calls.is_empty() {
+        return Ok(ExitCode::from(NOT_DONE));
+    }
+    if !json_lines {
+        outln!("seq  finished_at_ms  tool  tool_call_id  status  evidence  error_code")?;
+    }
+    for stored in &calls {
+        let call = &stored.call;
+        if json_lines {
+            let mut value = exported(stored);
+            if let Value::Object(map) = &mut value {
+                if !raw {
+                    map.remove("raw");
+                }
+                map.insert("source".into(), json!("archive"));
+            }
+            outln!("{value}")?;
+        } else {
+            let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".to_owned());
+            outln!(
+                "{}  {}  {}  {}  {}  {}  {}",
+                stored.seq,
+                call.finished_at_ms,
+                call.tool_name,
+                call.tool_call_id,
+                call.status,
+                dash(&call.evidence_status),
+                dash(&call.error_code),
+            )?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `aci export` formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum ExportFormat {

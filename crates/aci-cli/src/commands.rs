@@ -270,6 +270,13 @@ async fn inspect(
         .entries(&run_id, fields)
         .await
         .map_err(unreadable)?;
+    if records.is_empty() {
+        // Expired from the store: the archive may have the run.
+        let config = load_config(store)?;
+        if config.archive.is_some() {
+            return crate::archive::inspect(&config, run, json, raw).await;
+        }
+    }
     let state = app
         .boundary
         .store()

@@ -14,9 +14,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aci_contracts::{ErrorCode, RunId, Timestamp};
-use invocation_core::conformance::{fresh_run_id, new_invocation};
 use invocation_core::{
-    Finalization, InvocationStore, Journal, ReadyEvidence, Settled, SystemClock, Unsettled,
+    Budgets, Clock, Finalization, InvocationKey, InvocationStore, Journal, NewInvocation,
+    ReadyEvidence, RunTerms, ScopeFingerprint, Settled, SystemClock, Unsettled,
 };
 use store_archive::testing::TestDatabase;
 use store_redis::testing::{shared_url, unique_prefix};
@@ -24,6 +24,34 @@ use store_redis::{RedisConfig, RedisStore};
 use support::HANG_GUARD;
 use support::command::{aci_async, aci_command, json, json_lines, stdout};
 use support::files::config_file;
+
+fn fresh_run_id() -> RunId {
+    RunId::new(support::files::unique("archive-run")).unwrap()
+}
+
+/// A record to create: tool `tool_a`, scope `{"q": scope}`, one-hour TTL.
+fn new_invocation(
+    clock: &dyn Clock,
+    run: &RunId,
+    id: &str,
+    tool: &str,
+    scope: &str,
+) -> NewInvocation {
+    let scope_value = serde_json::json!({ "q": scope });
+    NewInvocation {
+        key: InvocationKey::new(run.clone(), aci_contracts::ToolCallId::new(id).unwrap()),
+        tool_name: tool.to_owned(),
+        request_json: serde_json::json!({ "query": scope }).to_string(),
+        scope_json: scope_value.to_string(),
+        scope_fingerprint: ScopeFingerprint::of(tool, &scope_value),
+        created_at: clock.now(),
+        ttl: Duration::from_secs(3600),
+        budgets: Budgets::default(),
+        claim_scope: false,
+        run: RunTerms::default(),
+        attempt: u64::from_str_radix(&support::files::unique_suffix(), 16).unwrap(),
+    }
+}
 
 struct Env {
     db: TestDatabase,
@@ -117,17 +145,7 @@ fn ready(text: &str) -> Finalization {
         agent_result_json: format!(r#"{{"answer":"{text}"}}"#),
         redactions: Default::default(),
         replayed_from: None,
-        finished_at: Timestamp::from_unix_millis(SystemClock.now_millis()),
-    }
-}
-
-trait NowMillis {
-    fn now_millis(&self) -> i64;
-}
-
-impl NowMillis for SystemClock {
-    fn now_millis(&self) -> i64 {
-        invocation_core::Clock::now(self).unix_millis()
+        finished_at: SystemClock.now(),
     }
 }
 
@@ -140,7 +158,7 @@ async fn every_terminal_path_lands_exactly_one_row() {
     let store: Arc<dyn InvocationStore> = Arc::new(env.store.clone());
     let clock = Arc::new(SystemClock);
     let run = fresh_run_id();
-    let now = invocation_core::Clock::now(&SystemClock);
+    let now = SystemClock.now();
     let new = |id: &str| new_invocation(&SystemClock, &run, id, "tool_a", id);
     let (a, b, c, lost) = (new("ready"), new("error"), new("abandoned"), new("lost"));
     let mut stale = new("stale");
@@ -392,6 +410,22 @@ async fn expired_records_are_read_back_from_the_archive() {
     assert_eq!(lines.len(), 1);
     assert_eq!(lines[0]["result"], r#"{"answer":"kept"}"#);
     assert_eq!(lines[0]["raw"], r#"{"raw":"kept"}"#);
+    let inspect = aci_async(&[
+        "inspect",
+        "--run",
+        run.as_str(),
+        "--json",
+        "--config",
+        env.config(),
+    ])
+    .await;
+    assert_eq!(inspect.status.code(), Some(0));
+    assert!(support::command::stderr(&inspect).contains("read from the archive"));
+    let lines = json_lines(&inspect);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["source"], "archive");
+    assert_eq!(lines[0]["tool_call_id"], "short");
+    assert!(lines[0].get("raw").is_none());
 
     let sql = env.db.client().await;
     sql.execute("DELETE FROM aci_calls WHERE run_id = $1", &[&run.as_str()])
