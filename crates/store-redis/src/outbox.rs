@@ -9,7 +9,9 @@
 //! Archivers read the streams through one consumer group, [`GROUP`]:
 //!
 //! - **find** the streams: `SCAN MATCH <prefix>:outbox:* TYPE stream` on the
-//!   node (on a cluster, on every primary, found with `CLUSTER SLOTS`);
+//!   node (on a cluster, on every primary, found with `CLUSTER SLOTS`), then
+//!   pipelined `XLEN`s to visit only those holding entries (a drained stream
+//!   stays, empty, with its group);
 //! - **take**: per stream, `XGROUP CREATE … 0 MKSTREAM` once (an existing
 //!   group is fine), `XAUTOCLAIM` of entries another consumer left pending
 //!   past the reclaim time (a killed archiver), then `XREADGROUP … >`;
@@ -339,6 +341,42 @@ fn corrupt_reply() -> crate::RedisStoreError {
     crate::RedisStoreError::unavailable("outbox", crate::Failure::Protocol)
 }
 
+/// Streams whose length is asked in one pipelined round trip.
+const LENGTH_BATCH: usize = 256;
+
+impl RedisOutbox {
+    /// The outbox streams that hold entries (an acknowledged entry is
+    /// deleted, so an empty stream has nothing pending either), with their
+    /// lengths: one pipelined `XLEN` per [`LENGTH_BATCH`] streams on a single
+    /// node, so that the streams of every slot ever used cost little once
+    /// drained (on a cluster, where a pipeline stays in one slot, one `XLEN`
+    /// per stream).
+    async fn busy_streams(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        let streams = self.streams().await?;
+        let mut busy = Vec::new();
+        // A cluster pipeline must stay in one slot: there, one XLEN each.
+        let batch_size = if self.inner.cluster { 1 } else { LENGTH_BATCH };
+        for batch in streams.chunks(batch_size) {
+            let mut pipe = redis::pipe();
+            for stream in batch {
+                pipe.cmd("XLEN").arg(stream);
+            }
+            let lengths: Vec<u64> = self.inner.pipeline("outbox", &pipe).await?;
+            if lengths.len() != batch.len() {
+                return Err(corrupt("outbox reply"));
+            }
+            busy.extend(
+                batch
+                    .iter()
+                    .zip(lengths)
+                    .filter(|(_, len)| *len > 0)
+                    .map(|(stream, len)| (stream.clone(), len)),
+            );
+        }
+        Ok(busy)
+    }
+}
+
 #[async_trait]
 impl Outbox for RedisOutbox {
     async fn take(
@@ -347,7 +385,12 @@ impl Outbox for RedisOutbox {
         max: usize,
         reclaim_after: Duration,
     ) -> Result<Vec<OutboxEntry>, StoreError> {
-        let mut streams = self.streams().await?;
+        let mut streams: Vec<String> = self
+            .busy_streams()
+            .await?
+            .into_iter()
+            .map(|(stream, _)| stream)
+            .collect();
         if streams.is_empty() || max == 0 {
             return Ok(Vec::new());
         }
@@ -390,17 +433,10 @@ impl Outbox for RedisOutbox {
 
     async fn backlog(&self) -> Result<Backlog, StoreError> {
         let mut backlog = Backlog::default();
-        for stream in self.streams().await? {
-            let mut pipe = redis::pipe();
-            pipe.cmd("XLEN").arg(&stream);
-            pipe.cmd("XRANGE")
-                .arg(&stream)
-                .arg("-")
-                .arg("+")
-                .arg("COUNT")
-                .arg(1);
-            let (len, first): (u64, Vec<(String, Value)>) =
-                self.inner.pipeline("outbox", &pipe).await?;
+        for (stream, len) in self.busy_streams().await? {
+            let mut cmd = redis::cmd("XRANGE");
+            cmd.arg(&stream).arg("-").arg("+").arg("COUNT").arg(1);
+            let first: Vec<(String, Value)> = self.query(&cmd).await?;
             backlog.pending += len;
             if let Some((id, _)) = first.first() {
                 let at = entry_time(id).ok_or_else(|| corrupt("outbox entry"))?;
