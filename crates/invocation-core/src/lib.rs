@@ -72,7 +72,7 @@ pub use outbox::{Backlog, Outbox, OutboxEntry};
 pub use port_error::PortError;
 pub use record::{
     Budgets, Created, FinalFields, Finalization, InvocationKey, InvocationRecord, NewInvocation,
-    ReadyEvidence, RecordFields, RunState, RunTerms, SameScope,
+    PhaseTimings, ReadyEvidence, RecordFields, RunState, RunTerms, SameScope,
 };
 pub use store::{BoxError, InvocationStore, ScopeIndex, Settled, StoreError, Unsettled};
 pub use tool::SourceError;

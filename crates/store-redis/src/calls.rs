@@ -295,6 +295,13 @@ fn outcome(cmd: &mut Cmd, scratch: &mut Scratch, finalization: &Finalization) {
             codec::encode_redactions(redactions).as_bytes(),
         );
     }
+    if let Some(timings) = &fields.timings {
+        pair(
+            cmd,
+            codec::TIMINGS,
+            codec::encode_timings(timings).as_bytes(),
+        );
+    }
 }
 
 /// The settle call. KEYS: record, scopes, and with `outbox` the run slot's
@@ -330,6 +337,7 @@ pub(crate) fn settle(
         retryable: error_code.is_transient(),
         raw_json: None,
         finished_at,
+        timings: None,
     };
     let mut written = Cmd::new();
     outcome(&mut written, &mut scratch, &finalization);
@@ -488,6 +496,7 @@ mod tests {
             },
             replayed_from: Some(ToolCallId::new("c0").unwrap()),
             finished_at: Timestamp::from_unix_millis(42),
+            timings: None,
         };
         let outbox = keys::outbox("p", "r1");
         assert_eq!(
@@ -526,6 +535,7 @@ mod tests {
             retryable: false,
             raw_json: None,
             finished_at: Timestamp::from_unix_millis(43),
+            timings: None,
         };
         assert_eq!(
             words(&finalize(
