@@ -359,7 +359,7 @@ fn exported(stored: &StoredCall) -> Value {
 }
 
 /// The CSV columns, in order.
-const CSV_COLUMNS: [&str; 24] = [
+const CSV_COLUMNS: [&str; 25] = [
     "seq",
     "run_id",
     "tool_call_id",
@@ -382,6 +382,7 @@ const CSV_COLUMNS: [&str; 24] = [
     "request_bytes",
     "raw_bytes",
     "result_bytes",
+    "timings_us",
     "leaf_hash",
     "chain_hash",
 ];

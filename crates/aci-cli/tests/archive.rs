@@ -146,6 +146,7 @@ fn ready(text: &str) -> Finalization {
         redactions: Default::default(),
         replayed_from: None,
         finished_at: SystemClock.now(),
+        timings: None,
     }
 }
 
@@ -175,6 +176,7 @@ async fn every_terminal_path_lands_exactly_one_row() {
                 retryable: false,
                 raw_json: None,
                 finished_at: now,
+                timings: None,
             },
         )
         .await

@@ -113,9 +113,9 @@ impl Archive {
                    created_at_ms, tool_name, status, evidence_status, error_code,
                    retryable, scope_fp, replayed_from, redactions, request, scope,
                    result, raw, raw_sha256, raw_mode, request_bytes, raw_bytes,
-                   result_bytes, leaf_hash, chain_hash)
+                   result_bytes, timings_us, leaf_hash, chain_hash)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
-                   $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)
+                   $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)
                  ON CONFLICT DO NOTHING",
                 &[
                     &call.run_id,
@@ -140,6 +140,7 @@ impl Archive {
                     &call.request_bytes,
                     &call.raw_bytes,
                     &call.result_bytes,
+                    &call.timings_us,
                     &leaf.as_slice(),
                     &linked.as_slice(),
                 ],

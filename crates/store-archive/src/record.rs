@@ -93,6 +93,9 @@ pub struct ArchivedCall {
     pub raw_bytes: Option<i64>,
     /// Size of the agent result in bytes.
     pub result_bytes: Option<i64>,
+    /// Phase timings in microseconds, canonical JSON (`preflight`,
+    /// `execution`, `projection`), when recorded.
+    pub timings_us: Option<String>,
 }
 
 fn size(bytes: Option<u64>) -> Option<i64> {
@@ -165,6 +168,15 @@ impl ArchivedCall {
             request_bytes: i64::try_from(record.request_bytes).unwrap_or(i64::MAX),
             raw_bytes: size(record.raw_bytes),
             result_bytes: size(record.agent_result_bytes),
+            timings_us: record.timings.map(|t| {
+                let micros =
+                    |d: std::time::Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+                invocation_core::fingerprint::canonical_json(&json!({
+                    "preflight": micros(t.preflight),
+                    "execution": t.execution.map(micros),
+                    "projection": t.projection.map(micros),
+                }))
+            }),
         })
     }
 
@@ -194,6 +206,7 @@ impl ArchivedCall {
             "request_bytes": self.request_bytes,
             "raw_bytes": self.raw_bytes,
             "result_bytes": self.result_bytes,
+            "timings_us": self.timings_us,
         })
     }
 

@@ -55,6 +55,7 @@ CREATE TABLE aci_calls (
     request_bytes bigint NOT NULL,
     raw_bytes bigint,
     result_bytes bigint,
+    timings_us text,
     leaf_hash bytea NOT NULL,
     chain_hash bytea NOT NULL,
     archived_at timestamptz NOT NULL DEFAULT now(),

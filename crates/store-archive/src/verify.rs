@@ -100,6 +100,7 @@ fn stored(row: &Row) -> StoredCall {
             request_bytes: row.get("request_bytes"),
             raw_bytes: row.get("raw_bytes"),
             result_bytes: row.get("result_bytes"),
+            timings_us: row.get("timings_us"),
         },
         leaf_hash: row.get("leaf_hash"),
         chain_hash: row.get("chain_hash"),
@@ -245,6 +246,7 @@ mod tests {
             request_bytes: 2,
             raw_bytes: None,
             result_bytes: Some(2),
+            timings_us: None,
         }
     }
 

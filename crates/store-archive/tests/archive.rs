@@ -21,6 +21,11 @@ fn final_record(run: &aci_contracts::RunId, id: &str, at_ms: i64) -> InvocationR
         redactions: Default::default(),
         replayed_from: None,
         finished_at: Timestamp::from_unix_millis(at_ms),
+        timings: Some(invocation_core::PhaseTimings {
+            preflight: std::time::Duration::from_micros(12),
+            execution: Some(std::time::Duration::from_micros(3400)),
+            projection: None,
+        }),
     });
     record
 }
@@ -112,6 +117,10 @@ async fn the_raw_policy_decides_what_of_the_raw_is_kept() {
     assert!(!redacted.contains("ghp_abcdefghijklmnopqrstuvwxyz0123456789"));
     assert!(redacted.contains("rows"));
     for call in stored.values() {
+        assert_eq!(
+            call.timings_us.as_deref(),
+            Some(r#"{"execution":3400,"preflight":12,"projection":null}"#)
+        );
         assert_eq!(call.raw_sha256, stored["full"].raw_sha256);
         assert!(call.raw_sha256.is_some());
     }
@@ -130,6 +139,7 @@ async fn an_error_record_is_archived_and_a_projecting_one_refused() {
         retryable: false,
         raw_json: None,
         finished_at: Timestamp::from_unix_millis(NOW),
+        timings: None,
     });
     archive
         .insert(&[input(&record, RawPolicy::Full)])
@@ -242,8 +252,8 @@ async fn tampering_is_detected_and_named() {
         "INSERT INTO aci_calls SELECT run_id, 'zz', seq, finished_at_ms, created_at_ms,
            tool_name, status, evidence_status, error_code, retryable, scope_fp,
            replayed_from, redactions, request, scope, result, raw, raw_sha256,
-           raw_mode, request_bytes, raw_bytes, result_bytes, leaf_hash, chain_hash,
-           archived_at
+           raw_mode, request_bytes, raw_bytes, result_bytes, timings_us, leaf_hash,
+           chain_hash, archived_at
          FROM aci_calls WHERE run_id = $1 AND tool_call_id = 'c1'",
         &[&forged.as_str()],
     )
@@ -393,7 +403,7 @@ async fn sealed_runs_detect_deleted_and_appended_rows() {
         "INSERT INTO aci_calls SELECT run_id, 'forged', 5, finished_at_ms, created_at_ms,
            tool_name, status, evidence_status, error_code, retryable, scope_fp,
            replayed_from, redactions, request, scope, result, raw, raw_sha256,
-           raw_mode, request_bytes, raw_bytes, result_bytes, $2, $3, archived_at
+           raw_mode, request_bytes, raw_bytes, result_bytes, timings_us, $2, $3, archived_at
          FROM aci_calls WHERE run_id = $1 AND seq = 4",
         &[&b.as_str(), &leaf.as_slice(), &linked.as_slice()],
     )

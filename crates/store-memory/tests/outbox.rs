@@ -56,6 +56,7 @@ async fn without_an_outbox_nothing_is_queued() {
                 retryable: false,
                 raw_json: None,
                 finished_at: clock.now(),
+                timings: None,
             },
         )
         .await

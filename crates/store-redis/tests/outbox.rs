@@ -65,6 +65,7 @@ fn ready() -> Finalization {
         redactions: Default::default(),
         replayed_from: None,
         finished_at: SystemClock.now(),
+        timings: None,
     }
 }
 

@@ -40,6 +40,7 @@ fn ready(at: Timestamp) -> Finalization {
         redactions: crate::redact::Redactions::default(),
         replayed_from: None,
         finished_at: at,
+        timings: None,
     }
 }
 
@@ -49,6 +50,7 @@ fn error(at: Timestamp) -> Finalization {
         retryable: false,
         raw_json: None,
         finished_at: at,
+        timings: None,
     }
 }
 
