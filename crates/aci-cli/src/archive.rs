@@ -14,6 +14,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use invocation_core::{CitationCheck, CitationVerdict, NotCitable};
 use serde_json::{Value, json};
 use store_archive::{
     Archive, ArchiveSettings, Archiver, CheckpointKey, Step, StoredCall, Verdict, to_hex,
@@ -337,6 +338,67 @@ pub(crate) async fn inspect(
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// For `aci verify --run R ID…`: the citations the store no longer knows
+/// (expired), judged on their archived records instead (a READY record
+/// stands as it did; an ERROR one never does).
+pub(crate) async fn recheck_expired(
+    config: &Config,
+    run: &str,
+    checks: &mut [CitationCheck],
+) -> Result<(), CliError> {
+    let expired = |check: &CitationCheck| {
+        matches!(
+            check.verdict,
+            CitationVerdict::NotCitable {
+                reason: NotCitable::UnknownOrExpired
+            }
+        )
+    };
+    if !checks.iter().any(expired) {
+        return Ok(());
+    }
+    let archive = connect(settings(config)?).await?;
+    let calls = archive
+        .calls(run)
+        .await
+        .map_err(|e| CliError::config(format!("archive: {e}")))?;
+    for check in checks.iter_mut().filter(|c| expired(c)) {
+        let id = check
+            .citation
+            .rsplit_once('/')
+            .map_or(check.citation.as_str(), |(_, id)| id);
+        let Some(stored) = calls.iter().find(|s| s.call.tool_call_id == id) else {
+            continue;
+        };
+        let call = &stored.call;
+        let parse = |text: &Option<String>| {
+            text.as_deref()
+                .and_then(|t| serde_json::from_str::<Value>(t).ok())
+        };
+        check.verdict = match (call.status.as_str(), call.evidence_status.as_deref()) {
+            ("READY", Some("EVIDENCE_FOUND")) => CitationVerdict::Evidence {
+                tool_name: call.tool_name.clone(),
+            },
+            ("READY", Some("NO_EVIDENCE")) => CitationVerdict::NegativeObservation {
+                tool_name: call.tool_name.clone(),
+                scope: parse(&call.result)
+                    .and_then(|r| r.get("scope").cloned())
+                    .or_else(|| parse(&call.scope))
+                    .unwrap_or(Value::Null),
+            },
+            _ => CitationVerdict::NotCitable {
+                reason: NotCitable::Failed(
+                    call.error_code
+                        .as_deref()
+                        .and_then(aci_contracts::ErrorCode::parse)
+                        .unwrap_or(aci_contracts::ErrorCode::StoreUnavailable),
+                ),
+            },
+        };
+    }
+    Ok(())
 }
 
 /// `aci export` formats.

@@ -421,7 +421,12 @@ fn table(records: &[InvocationRecord]) -> String {
 async fn verify(store: &StoreArgs, run: &str, ids: &[String]) -> Result<ExitCode, CliError> {
     let run_id = parse_run_id(run)?;
     let app = shared_app(store, "verify").await?;
-    let checks = app.boundary.journal().verify_citations(&run_id, ids).await;
+    let mut checks = app.boundary.journal().verify_citations(&run_id, ids).await;
+    // Calls expired from the store may stand in the archive.
+    let config = load_config(store)?;
+    if config.archive.is_some() {
+        crate::archive::recheck_expired(&config, run, &mut checks).await?;
+    }
     // Who the run belongs to, beside the verdicts (stdout keeps one verdict
     // per line).
     if let Ok(Some(owner)) = app

@@ -412,6 +412,18 @@ async fn expired_records_are_read_back_from_the_archive() {
     assert_eq!(lines.len(), 1);
     assert_eq!(lines[0]["result"], r#"{"answer":"kept"}"#);
     assert_eq!(lines[0]["raw"], r#"{"raw":"kept"}"#);
+    // A citation of the archived READY record still stands.
+    let cited = aci_async(&[
+        "verify",
+        "--run",
+        run.as_str(),
+        "short",
+        "--config",
+        env.config(),
+    ])
+    .await;
+    assert_eq!(cited.status.code(), Some(0), "{}", stdout(&cited));
+    assert_eq!(json(&cited)["verdict"]["verdict"], "EVIDENCE");
     let inspect = aci_async(&[
         "inspect",
         "--run",
