@@ -61,11 +61,24 @@ struct Env {
 
 impl Env {
     async fn new(extra: &str) -> Self {
+        Self::on(RedisConfig::single(shared_url()), shared_url(), extra).await
+    }
+
+    /// On the shared 3-node Redis Cluster.
+    async fn cluster(extra: &str) -> Self {
+        let urls = store_redis::testing::shared_cluster_urls();
+        let hosts: Vec<&str> = urls
+            .iter()
+            .map(|u| u.trim_start_matches("redis://").trim_end_matches('/'))
+            .collect();
+        let url = format!("redis+cluster://{}", hosts.join(","));
+        Self::on(RedisConfig::cluster(urls.clone()), url, extra).await
+    }
+
+    async fn on(redis: RedisConfig, url: String, extra: &str) -> Self {
         let db = TestDatabase::create().await;
         let prefix = unique_prefix();
-        let url = shared_url();
-        let store =
-            RedisStore::new(RedisConfig::single(&url).key_prefix(&prefix).outbox(true)).unwrap();
+        let store = RedisStore::new(redis.key_prefix(&prefix).outbox(true)).unwrap();
         let config = config_file(
             "archive",
             &format!(
@@ -449,4 +462,28 @@ async fn expired_records_are_read_back_from_the_archive() {
     assert_eq!(code, Some(2));
     assert_eq!(verdict["problem"], "missing", "{verdict}");
     assert_eq!(verdict["seq"], 1);
+}
+
+/// On a 3-node Redis Cluster, runs spread over every primary: an archiver
+/// SIGKILLed mid-way and the next ones archive every record exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_outboxes_on_every_primary_are_archived_once() {
+    let env = Env::cluster("batch_size = 4\n").await;
+    let runs: Vec<RunId> = (0..12).map(|_| fresh_run_id()).collect();
+    let news = finalized_batch(&runs, 60);
+    for new in &news {
+        env.store.create(new.clone()).await.unwrap();
+        env.store.finalize(&new.key, ready("z")).await.unwrap();
+    }
+    let mut archiver = aci_command(&["archive", "--config", env.config()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    env.wait_for_rows(4).await;
+    archiver.start_kill().unwrap();
+    archiver.wait().await.unwrap();
+    env.archive_until_done().await;
+    assert_exactly_once(&env, &runs, 60).await;
 }
