@@ -143,7 +143,11 @@ async fn open_store(
 ) -> Result<Arc<dyn InvocationStore>, CliError> {
     let redis = match spec {
         StoreSpec::Memory => return Ok(Arc::new(MemoryStore::with_clock(Arc::clone(clock)))),
-        StoreSpec::Redis(redis) => config.redis.apply(redis.clone()).map_err(redis_error)?,
+        StoreSpec::Redis(redis) => config
+            .redis
+            .apply(redis.clone())
+            .map_err(redis_error)?
+            .outbox(config.archive.is_some()),
     };
     let store = RedisStore::new(redis).map_err(redis_error)?;
     store.ping().await.map_err(redis_error)?;
@@ -152,7 +156,7 @@ async fn open_store(
 
 /// store-redis's errors name the problem (and a file's key and path), never
 /// the URL or a file's contents.
-fn redis_error(error: store_redis::RedisStoreError) -> CliError {
+pub(crate) fn redis_error(error: store_redis::RedisStoreError) -> CliError {
     CliError::config(format!("redis store: {error}"))
 }
 

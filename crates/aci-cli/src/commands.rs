@@ -50,8 +50,20 @@ pub(crate) async fn run(command: Command) -> Result<ExitCode, CliError> {
             raw,
             store,
         } => inspect(&store, &run, json || raw, raw).await,
-        Command::Verify { run, ids, store } => verify(&store, &run, &ids).await,
+        Command::Verify {
+            run,
+            archive: true,
+            store,
+            ..
+        } => crate::archive::verify(&store, &run).await,
+        Command::Verify {
+            run, ids, store, ..
+        } => verify(&store, &run, &ids).await,
         Command::Report { run, out, store } => crate::review::report(&store, &run, &out).await,
+        Command::Archive { once, store } => crate::archive::run(&store, once).await,
+        Command::Export { run, format, store } => {
+            crate::archive::export(&store, &run, format).await
+        }
         Command::Index { config } => {
             let config = match config {
                 Some(path) => Config::load(&path)?,
@@ -259,6 +271,13 @@ async fn inspect(
         .entries(&run_id, fields)
         .await
         .map_err(unreadable)?;
+    if records.is_empty() {
+        // Expired from the store: the archive may have the run.
+        let config = load_config(store)?;
+        if config.archive.is_some() {
+            return crate::archive::inspect(&config, run, json, raw).await;
+        }
+    }
     let state = app
         .boundary
         .store()
@@ -403,7 +422,12 @@ fn table(records: &[InvocationRecord]) -> String {
 async fn verify(store: &StoreArgs, run: &str, ids: &[String]) -> Result<ExitCode, CliError> {
     let run_id = parse_run_id(run)?;
     let app = shared_app(store, "verify").await?;
-    let checks = app.boundary.journal().verify_citations(&run_id, ids).await;
+    let mut checks = app.boundary.journal().verify_citations(&run_id, ids).await;
+    // Calls expired from the store may stand in the archive.
+    let config = load_config(store)?;
+    if config.archive.is_some() {
+        crate::archive::recheck_expired(&config, run, &mut checks).await?;
+    }
     // Who the run belongs to, beside the verdicts (stdout keeps one verdict
     // per line).
     if let Ok(Some(owner)) = app

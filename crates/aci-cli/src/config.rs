@@ -4,7 +4,8 @@
 //! [`store_redis::RedisSettings`], `[limits]` [`invocation_core::LimitsConfig`],
 //! `[mysql]` [`projectors_mysql::MysqlConfig`], `[logs]`
 //! [`projectors_logs::LogsConfig`], `[redaction]`
-//! [`invocation_core::redact::RedactionConfig`]; `[run]`, `[knowledge]` and `[serve]` are
+//! [`invocation_core::redact::RedactionConfig`], `[archive]`
+//! [`store_archive::ArchiveSettings`]; `[run]`, `[knowledge]` and `[serve]` are
 //! the CLI's own, and `aci serve --http` adds `[auth]` ([`crate::http::config`]).
 //!
 //! The one example of every key is the README's "Configuration" section (and
@@ -52,6 +53,10 @@ pub(crate) struct Config {
     /// (the built-in rules always apply).
     #[serde(default)]
     pub(crate) redaction: RedactionConfig,
+    /// `[archive]`: the PostgreSQL archive of `aci archive`. Its presence
+    /// turns the Redis store's outbox on, in every process that reads the
+    /// file.
+    pub(crate) archive: Option<store_archive::ArchiveSettings>,
 }
 
 /// `[run]`.

@@ -9,6 +9,8 @@
 //! - `aci report` writes a run's review page to one self-contained HTML file.
 //! - `aci recover` finalizes a run's calls left PROJECTING by a killed process.
 //! - `aci index` builds or updates the persistent knowledge index.
+//! - `aci archive` moves finalized records into the PostgreSQL archive;
+//!   `aci verify --archive` and `aci export` read it back.
 //! - `aci serve` is an MCP server on stdio; `aci serve --http ADDR` serves
 //!   the same MCP service over Streamable HTTP to many agents (and many
 //!   replicas on one store). Both pick up changed knowledge files without a
@@ -18,6 +20,7 @@
 //! store, the bundled runbooks, the mock log source, and no MySQL data source.
 
 mod app;
+mod archive;
 mod commands;
 mod config;
 mod error;
@@ -110,13 +113,19 @@ enum Command {
         store: StoreArgs,
     },
     /// Give the citation verdict of each tool call id of a run.
+    ///
+    /// With `--archive`: recompute the run's archived hash chain instead
+    /// (exit 0 when intact, 2 naming the first bad record).
     Verify {
         /// The run id.
         #[arg(long)]
         run: String,
         /// Tool call ids (or run_id/tool_call_id) cited by the agent.
-        #[arg(required = true)]
+        #[arg(required_unless_present = "archive")]
         ids: Vec<String>,
+        /// Verify the run in the `[archive]` database.
+        #[arg(long, conflicts_with = "ids")]
+        archive: bool,
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -154,6 +163,32 @@ enum Command {
         /// longest tool timeout plus 30 s).
         #[arg(long, value_name = "SECS")]
         older_than: Option<u64>,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Move finalized records from the store's outbox into the `[archive]`
+    /// PostgreSQL archive, acknowledging each batch after it committed.
+    ///
+    /// Runs until SIGTERM (finishing the batch in hand, exit 0). With
+    /// `--once`: stops when the outbox has nothing more for it; exit 0 when
+    /// nothing is pending, 2 when entries are still held by another
+    /// archiver. Prints one JSON summary line.
+    Archive {
+        /// One pass, then exit.
+        #[arg(long)]
+        once: bool,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Write a run's archived calls in chain order (exit 2 when the archive
+    /// has none).
+    Export {
+        /// The run id.
+        #[arg(long)]
+        run: String,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = archive::ExportFormat::Jsonl)]
+        format: archive::ExportFormat,
         #[command(flatten)]
         store: StoreArgs,
     },

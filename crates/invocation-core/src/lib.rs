@@ -41,6 +41,7 @@ mod context;
 pub mod fingerprint;
 mod journal;
 mod limits;
+mod outbox;
 mod port_error;
 mod recall;
 mod record;
@@ -67,6 +68,7 @@ pub use limits::{
     DEFAULT_MAX_REQUEST_BYTES, DEFAULT_RECORD_TTL, DEFAULT_TIMEOUT, InvalidLimit, LimitOverrides,
     Limits, LimitsConfig,
 };
+pub use outbox::{Backlog, Outbox, OutboxEntry};
 pub use port_error::PortError;
 pub use record::{
     Budgets, Created, FinalFields, Finalization, InvocationKey, InvocationRecord, NewInvocation,

@@ -7,8 +7,19 @@
 //!
 //! Semantics match `store-redis` exactly; both pass the conformance suite in
 //! `invocation_core::conformance`.
+//!
+//! # Outbox
+//!
+//! A store made [`with_outbox`](MemoryStore::with_outbox) queues the key of
+//! every record that becomes `READY` or `ERROR` (finalize, settle, a settle's
+//! tombstone) under the same lock as the transition, and
+//! [`outbox`](MemoryStore::outbox) hands the queue to an archiver running in
+//! this process, with the contract of [`Outbox`]: an entry leaves only when
+//! acknowledged. The queue lives and dies with the process: what it still
+//! holds at exit is not archived, and [`Outbox::backlog`] says how much that
+//! is, for the process to report.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -16,9 +27,9 @@ use aci_contracts::{ErrorCode, InvocationStatus, RunId, Timestamp, ToolCallId};
 use async_trait::async_trait;
 use invocation_core::clock::{add, between};
 use invocation_core::{
-    Clock, Created, Finalization, InvocationKey, InvocationRecord, InvocationStore, NewInvocation,
-    RecordFields, RunState, SameScope, ScopeFingerprint, ScopeIndex, Settled, StoreError,
-    SystemClock, Unsettled,
+    Backlog, Clock, Created, Finalization, InvocationKey, InvocationRecord, InvocationStore,
+    NewInvocation, Outbox, OutboxEntry, RecordFields, RunState, SameScope, ScopeFingerprint,
+    ScopeIndex, Settled, StoreError, SystemClock, Unsettled,
 };
 
 /// Creations between two sweeps of expired records.
@@ -35,6 +46,39 @@ pub struct MemoryStore {
 struct State {
     runs: HashMap<RunId, Run>,
     creates_since_sweep: u32,
+    /// `Some` when the store keeps an outbox.
+    outbox: Option<Queue>,
+}
+
+/// The outbox queue, in finalization order.
+#[derive(Debug, Default)]
+struct Queue {
+    entries: BTreeMap<u64, Queued>,
+    next: u64,
+}
+
+#[derive(Debug)]
+struct Queued {
+    key: InvocationKey,
+    enqueued_at: Timestamp,
+    /// When a consumer last took it.
+    taken_at: Option<Timestamp>,
+}
+
+impl State {
+    fn enqueue(&mut self, key: &InvocationKey, now: Timestamp) {
+        if let Some(queue) = &mut self.outbox {
+            queue.entries.insert(
+                queue.next,
+                Queued {
+                    key: key.clone(),
+                    enqueued_at: now,
+                    taken_at: None,
+                },
+            );
+            queue.next += 1;
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -83,6 +127,24 @@ impl MemoryStore {
         Self {
             clock,
             state: Arc::new(Mutex::new(State::default())),
+        }
+    }
+
+    /// A store on `clock` that queues every finalized record for an
+    /// archiver in this process ([`outbox`](Self::outbox)).
+    #[must_use]
+    pub fn with_outbox(clock: Arc<dyn Clock>) -> Self {
+        let store = Self::with_clock(clock);
+        store.lock().outbox = Some(Queue::default());
+        store
+    }
+
+    /// The outbox of finalized records (empty for ever unless the store was
+    /// made [`with_outbox`](Self::with_outbox)).
+    #[must_use]
+    pub fn outbox(&self) -> MemoryOutbox {
+        MemoryOutbox {
+            store: self.clone(),
         }
     }
 
@@ -277,6 +339,7 @@ impl InvocationStore for MemoryStore {
         entry.record.apply(finalization);
         let fingerprint = entry.record.scope_fingerprint;
         run.finished(&key.tool_call_id, fingerprint, ready);
+        state.enqueue(key, now);
         Ok(())
     }
 
@@ -309,6 +372,7 @@ impl InvocationStore for MemoryStore {
                 entry.record.apply(finalization);
                 let fingerprint = entry.record.scope_fingerprint;
                 run.finished(id, fingerprint, false);
+                state.enqueue(&call.key, now);
                 Ok(Settled::Finalized)
             }
             None => {
@@ -338,6 +402,7 @@ impl InvocationStore for MemoryStore {
                         attempt: call.attempt,
                     },
                 );
+                state.enqueue(&call.key, now);
                 Ok(Settled::Tombstoned)
             }
         }
@@ -409,5 +474,71 @@ impl InvocationStore for MemoryStore {
             .get(&key.run_id)
             .and_then(|run| run.live(&key.tool_call_id, now))
             .map(|entry| between(now, entry.expires_at)))
+    }
+}
+
+/// The outbox of a [`MemoryStore`]; see the crate docs.
+#[derive(Debug, Clone)]
+pub struct MemoryOutbox {
+    store: MemoryStore,
+}
+
+#[async_trait]
+impl Outbox for MemoryOutbox {
+    async fn take(
+        &self,
+        _consumer: &str,
+        max: usize,
+        reclaim_after: Duration,
+    ) -> Result<Vec<OutboxEntry>, StoreError> {
+        let now = self.store.clock.now();
+        let mut state = self.store.lock();
+        let Some(queue) = &mut state.outbox else {
+            return Ok(Vec::new());
+        };
+        let free = |queued: &Queued| {
+            queued
+                .taken_at
+                .is_none_or(|at| between(at, now) >= reclaim_after)
+        };
+        let mut taken = Vec::new();
+        for (sequence, queued) in &mut queue.entries {
+            if taken.len() >= max {
+                break;
+            }
+            if free(queued) {
+                queued.taken_at = Some(now);
+                taken.push(OutboxEntry {
+                    key: queued.key.clone(),
+                    enqueued_at: queued.enqueued_at,
+                    receipt: sequence.to_string(),
+                });
+            }
+        }
+        Ok(taken)
+    }
+
+    async fn ack(&self, entries: &[OutboxEntry]) -> Result<(), StoreError> {
+        let mut state = self.store.lock();
+        if let Some(queue) = &mut state.outbox {
+            for entry in entries {
+                let sequence: u64 = entry.receipt.parse().map_err(|_| StoreError::Corrupt {
+                    what: "outbox receipt",
+                })?;
+                queue.entries.remove(&sequence);
+            }
+        }
+        Ok(())
+    }
+
+    async fn backlog(&self) -> Result<Backlog, StoreError> {
+        let state = self.store.lock();
+        Ok(state
+            .outbox
+            .as_ref()
+            .map_or_else(Backlog::default, |queue| Backlog {
+                pending: u64::try_from(queue.entries.len()).unwrap_or(u64::MAX),
+                oldest: queue.entries.values().next().map(|q| q.enqueued_at),
+            }))
     }
 }

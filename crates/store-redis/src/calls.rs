@@ -103,6 +103,18 @@ fn record_key(cmd: &mut Cmd, scratch: &mut Scratch, prefix: &str, key: &Invocati
         .emit(cmd);
 }
 
+/// `<prefix>:outbox:{<tag>}`, the outbox stream of the run's slot.
+fn outbox_key(cmd: &mut Cmd, scratch: &mut Scratch, prefix: &str, key: &InvocationKey) {
+    let tag = keys::outbox_tag(keys::slot(key.run_id.as_str().as_bytes()));
+    scratch
+        .text(prefix)
+        .text(keys::OUTBOX)
+        .text("{")
+        .number(u64::from(tag))
+        .text("}")
+        .emit(cmd);
+}
+
 fn pair(cmd: &mut Cmd, field: &str, value: &[u8]) {
     cmd.write_arg(field.as_bytes());
     cmd.write_arg(value);
@@ -209,14 +221,16 @@ fn hex(bytes: &[u8; 32]) -> [u8; 64] {
     out
 }
 
-/// The finalize call. KEYS: record, scopes. ARGV: new status, tool call id,
-/// then the outcome's field/value pairs.
+/// The finalize call. KEYS: record, scopes, and with `outbox` the run
+/// slot's outbox stream. ARGV: new status, tool call id, then the outcome's
+/// field/value pairs.
 pub(crate) fn finalize(
     script: &LuaScript,
     invoke: Invoke,
     prefix: &str,
     key: &InvocationKey,
     finalization: &Finalization,
+    outbox: bool,
 ) -> Cmd {
     let id = key.tool_call_id.as_str();
     let fields = finalization.fields();
@@ -225,9 +239,12 @@ pub(crate) fn finalize(
     let small = 2 * (prefix.len() + key.run_id.as_str().len() + 16) + 3 * id.len() + 256;
     let mut cmd = head(script, invoke, 2 + 2 + 18, payload + small);
     let mut scratch = Scratch::with_capacity(prefix.len() + key.run_id.as_str().len() + 96);
-    cmd.write_arg(b"2");
+    cmd.write_arg(if outbox { b"3" } else { b"2" });
     record_key(&mut cmd, &mut scratch, prefix, key);
     run_key(&mut cmd, &mut scratch, prefix, key, keys::SCOPES);
+    if outbox {
+        outbox_key(&mut cmd, &mut scratch, prefix, key);
+    }
     cmd.write_arg(finalization.status().as_str().as_bytes());
     cmd.write_arg(id.as_bytes());
     outcome(&mut cmd, &mut scratch, finalization);
@@ -287,9 +304,12 @@ fn outcome(cmd: &mut Cmd, scratch: &mut Scratch, finalization: &Finalization) {
     }
 }
 
-/// The settle call. KEYS: record, scopes. ARGV: attempt token, ttl ms, tool
-/// call id, the number N of outcome arguments, the ERROR outcome's N
-/// arguments, then the tombstone's field/value pairs.
+/// The settle call. KEYS: record, scopes, and with `outbox` the run slot's
+/// outbox stream. ARGV: attempt token, ttl ms, tool call id, the number N of
+/// outcome arguments, the ERROR outcome's N arguments, then the tombstone's
+/// field/value pairs.
+// One parameter per part of the script's contract, as `create` and `finalize`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn settle(
     script: &LuaScript,
     invoke: Invoke,
@@ -298,13 +318,17 @@ pub(crate) fn settle(
     error_code: ErrorCode,
     finished_at: Timestamp,
     ttl_millis: u64,
+    outbox: bool,
 ) -> Cmd {
     let key = &call.key;
     let mut cmd = head(script, invoke, 48, 1024);
     let mut scratch = Scratch::with_capacity(prefix.len() + key.run_id.as_str().len() + 96);
-    cmd.write_arg(b"2");
+    cmd.write_arg(if outbox { b"3" } else { b"2" });
     record_key(&mut cmd, &mut scratch, prefix, key);
     run_key(&mut cmd, &mut scratch, prefix, key, keys::SCOPES);
+    if outbox {
+        outbox_key(&mut cmd, &mut scratch, prefix, key);
+    }
     scratch.number(call.attempt).emit(&mut cmd);
     scratch.number(ttl_millis).emit(&mut cmd);
     cmd.write_arg(key.tool_call_id.as_str().as_bytes());
@@ -474,14 +498,16 @@ mod tests {
             finished_at: Timestamp::from_unix_millis(42),
             timings: None,
         };
+        let outbox = keys::outbox("p", "r1");
         assert_eq!(
-            words(&finalize(&FINALIZE, Invoke::Sha, "p", &key(), &ready)),
+            words(&finalize(&FINALIZE, Invoke::Sha, "p", &key(), &ready, true)),
             [
                 "EVALSHA",
                 FINALIZE.sha.as_str(),
-                "2",
+                "3",
                 "p:{r1}:inv:c1",
                 "p:{r1}:scopes",
+                &outbox,
                 "READY",
                 "c1",
                 "status",
@@ -512,7 +538,14 @@ mod tests {
             timings: None,
         };
         assert_eq!(
-            words(&finalize(&FINALIZE, Invoke::Sha, "p", &key(), &error))[5..],
+            words(&finalize(
+                &FINALIZE,
+                Invoke::Sha,
+                "p",
+                &key(),
+                &error,
+                false
+            ))[5..],
             [
                 "ERROR",
                 "c1",

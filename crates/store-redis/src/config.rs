@@ -43,6 +43,7 @@ pub struct RedisConfig {
     pub(crate) connect_timeout: Duration,
     pub(crate) operation_timeout: Duration,
     pub(crate) tls: TlsSettings,
+    pub(crate) outbox: bool,
 }
 
 #[derive(Clone)]
@@ -126,7 +127,18 @@ impl RedisConfig {
                 root_ca_pem: None,
                 client: None,
             },
+            outbox: false,
         }
+    }
+
+    /// Whether every finalization also appends the record's key to the
+    /// outbox for archivers (`RedisStore::outbox`), in the same script.
+    /// Default off: an outbox nobody reads grows without end. Every replica
+    /// of a deployment that archives must turn it on.
+    #[must_use]
+    pub const fn outbox(mut self, enabled: bool) -> Self {
+        self.outbox = enabled;
+        self
     }
 
     /// How many multiplexed connections the store opens and shares (round
@@ -289,6 +301,7 @@ impl fmt::Debug for RedisConfig {
             .field("key_prefix", &self.effective_key_prefix())
             .field("connect_timeout", &self.connect_timeout)
             .field("operation_timeout", &self.operation_timeout)
+            .field("outbox", &self.outbox)
             .field("tls", &self.uses_tls())
             .field("tls_root_ca", &redacted(self.tls.root_ca_pem.is_some()))
             .field("tls_client_cert", &redacted(self.tls.client.is_some()))

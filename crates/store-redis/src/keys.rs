@@ -8,6 +8,14 @@
 //! | `<prefix>:{<run_id>}:budget` | hash | `run` and `tool:<name>` counters |
 //! | `<prefix>:{<run_id>}:index` | list | tool call ids in creation order |
 //! | `<prefix>:{<run_id>}:scopes` | hash | `<fp>:first`, `<fp>:first_ready`, `<fp>:claim` |
+//! | `<prefix>:outbox:{<tag>}` | stream | finalized records waiting for the archive |
+//!
+//! The outbox streams are the one exception to "the tag is the run id": there
+//! is one per hash slot, and its tag is the smallest decimal number whose
+//! slot is that slot ([`outbox_tag`]), so a run's outbox lives in its run's
+//! slot and the scripts that finalize a record append to it without a
+//! cross-slot write. Archivers find the streams with `SCAN MATCH
+//! <prefix>:outbox:* TYPE stream` on every primary.
 //!
 //! Run ids, tool call ids and the prefix never contain `{` or `}` (the
 //! identifier rule of `aci-contracts` and the prefix check forbid them), so
@@ -48,6 +56,73 @@ impl Keys {
     pub(crate) fn scopes(&self, run_id: &RunId) -> String {
         run(&self.prefix, run_id, SCOPES).to_string()
     }
+
+    /// The `SCAN MATCH` pattern of every outbox stream of this prefix.
+    pub(crate) fn outbox_pattern(&self) -> String {
+        let mut pattern = String::with_capacity(self.prefix.len() + 10);
+        for c in self.prefix.chars() {
+            if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+                pattern.push('\\');
+            }
+            pattern.push(c);
+        }
+        pattern.push_str(OUTBOX);
+        pattern.push('*');
+        pattern
+    }
+}
+
+/// Between the prefix and the tag of an outbox stream.
+pub(crate) const OUTBOX: &str = ":outbox:";
+
+/// `<prefix>:outbox:{<tag>}` for the slot of `run_id` (the script calls
+/// write it straight into their buffer: `calls::outbox_key`).
+#[cfg(test)]
+pub(crate) fn outbox(prefix: &str, run_id: &str) -> String {
+    format!(
+        "{prefix}{OUTBOX}{{{}}}",
+        outbox_tag(slot(run_id.as_bytes()))
+    )
+}
+
+/// Redis Cluster hash slots.
+pub(crate) const SLOTS: u16 = 16384;
+
+/// The hash slot of a hash tag's text: CRC16 (XMODEM) modulo 16384, as Redis
+/// Cluster computes it for the text between the braces.
+pub(crate) fn slot(tag: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &byte in tag {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 == 0 {
+                crc << 1
+            } else {
+                (crc << 1) ^ 0x1021
+            };
+        }
+    }
+    crc % SLOTS
+}
+
+/// The smallest decimal number whose hash slot is `slot`: the tag of the
+/// outbox stream of that slot. Computed once for all slots.
+pub(crate) fn outbox_tag(slot: u16) -> u32 {
+    static TAGS: std::sync::LazyLock<Vec<u32>> = std::sync::LazyLock::new(|| {
+        let mut tags = vec![u32::MAX; usize::from(SLOTS)];
+        let mut missing = usize::from(SLOTS);
+        let mut n: u32 = 0;
+        while missing > 0 {
+            let at = usize::from(self::slot(n.to_string().as_bytes()));
+            if tags[at] == u32::MAX {
+                tags[at] = n;
+                missing -= 1;
+            }
+            n += 1;
+        }
+        tags
+    });
+    TAGS[usize::from(slot % SLOTS)]
 }
 
 /// Before and after the run id, the hash tag: `<prefix>:{<run_id>}:`.
@@ -161,5 +236,39 @@ mod tests {
             let tag = &key[key.find('{').unwrap() + 1..key.find('}').unwrap()];
             assert_eq!(tag, "run-1:a");
         }
+    }
+
+    #[test]
+    fn slots_are_those_of_redis_cluster() {
+        // `CLUSTER KEYSLOT` answers for these keys.
+        assert_eq!(slot(b"foo"), 12182);
+        assert_eq!(slot(b"bar"), 5061);
+        assert_eq!(slot(b"123456789"), 0x31C3 % SLOTS);
+    }
+
+    #[test]
+    fn the_outbox_of_a_run_is_in_the_run_slot() {
+        for run_id in ["run-1:a", "r", "abc", "a-much-longer-run-id-0123456789"] {
+            let key = outbox("aci", run_id);
+            let tag = &key[key.find('{').unwrap() + 1..key.find('}').unwrap()];
+            assert_eq!(slot(tag.as_bytes()), slot(run_id.as_bytes()), "{key}");
+            assert!(key.starts_with("aci:outbox:{"));
+        }
+        let largest = (0..SLOTS).map(outbox_tag).max().unwrap();
+        let mut first_seen = std::collections::HashMap::new();
+        for n in 0..=largest {
+            first_seen
+                .entry(slot(n.to_string().as_bytes()))
+                .or_insert(n);
+        }
+        for s in 0..SLOTS {
+            assert_eq!(first_seen.get(&s), Some(&outbox_tag(s)), "slot {s}");
+        }
+    }
+
+    #[test]
+    fn the_outbox_pattern_escapes_glob_characters() {
+        assert_eq!(Keys::new("aci").outbox_pattern(), "aci:outbox:*");
+        assert_eq!(Keys::new("a*b").outbox_pattern(), "a\\*b:outbox:*");
     }
 }

@@ -118,6 +118,7 @@ mod codec;
 mod config;
 mod error;
 mod keys;
+mod outbox;
 mod pool;
 mod scripts;
 #[cfg(feature = "testing")]
@@ -151,6 +152,7 @@ pub use config::{
     MAX_KEY_PREFIX_BYTES, RedisConfig, RedisSettings,
 };
 pub use error::{ConfigProblem, Failure, RedisStoreError, Result};
+pub use outbox::{GROUP as OUTBOX_GROUP, RedisOutbox};
 
 use calls::Invoke;
 use codec::corrupt;
@@ -185,6 +187,8 @@ struct Inner {
     tls: bool,
     nodes: usize,
     pool_size: usize,
+    /// Whether finalizations append to the outbox (see `outbox.rs`).
+    outbox: bool,
 }
 
 impl fmt::Debug for RedisStore {
@@ -267,6 +271,7 @@ impl RedisStore {
                 tls: config.uses_tls(),
                 nodes,
                 pool_size: config.pool_size,
+                outbox: config.outbox,
             }),
         })
     }
@@ -498,7 +503,14 @@ impl InvocationStore for RedisStore {
         let inner = &self.inner;
         let reply = inner
             .eval("finalize", |invoke| {
-                calls::finalize(&FINALIZE, invoke, &inner.prefix, key, &finalization)
+                calls::finalize(
+                    &FINALIZE,
+                    invoke,
+                    &inner.prefix,
+                    key,
+                    &finalization,
+                    inner.outbox,
+                )
             })
             .await?;
         match reply_words(&reply, "finalize")?.as_slice() {
@@ -530,6 +542,7 @@ impl InvocationStore for RedisStore {
                     error_code,
                     finished_at,
                     ttl,
+                    inner.outbox,
                 )
             })
             .await?;

@@ -5,6 +5,12 @@
 //! answers `NOSCRIPT` (restart, failover, `SCRIPT FLUSH`, a node that never
 //! saw the script) the store sends the same call once as `EVAL`, which runs
 //! the script and caches it on that node; the next call is `EVALSHA` again.
+//!
+//! Every branch that makes a record `READY` or `ERROR` (finalize, settle's
+//! finalization and its tombstone) appends `run`, `call` to the outbox
+//! stream of the run's slot (`XADD`, never trimmed) in the same script, when
+//! the call passes that stream as `KEYS[3]` (a store with its outbox on): the
+//! transition and its outbox entry happen together or not at all.
 
 use std::sync::LazyLock;
 
@@ -73,8 +79,9 @@ if redis.call('PTTL', KEYS[4]) < ttl then redis.call('PEXPIRE', KEYS[4], ttl) en
 return {'CREATED', duplicate_of or '', same_kind, same_id, started, deadline, owner}
 ";
 
-/// `finalize`: KEYS = record, scopes. ARGV = new status, tool call id, then
-/// the outcome's field/value pairs. Never touches a TTL.
+/// `finalize`: KEYS = record, scopes, and the outbox when the store keeps
+/// one. ARGV = new status, tool call
+/// id, then the outcome's field/value pairs. Never touches a TTL.
 ///
 /// Returns `{NOT_FOUND}`, `{NOT_PROJECTING, current}`, `{CORRUPT}` or
 /// `{FINALIZED}`.
@@ -86,6 +93,9 @@ if not status then
 end
 if status ~= 'PROJECTING' then return {'NOT_PROJECTING', status} end
 redis.call('HSET', KEYS[1], unpack(ARGV, 3))
+if KEYS[3] then
+  redis.call('XADD', KEYS[3], '*', 'run', redis.call('HGET', KEYS[1], 'run_id'), 'call', ARGV[2])
+end
 local fp = redis.call('HGET', KEYS[1], 'scope_fp')
 if fp and redis.call('EXISTS', KEYS[2]) == 1 then
   if ARGV[1] == 'READY' then redis.call('HSETNX', KEYS[2], fp .. ':first_ready', ARGV[2]) end
@@ -95,7 +105,8 @@ end
 return {'FINALIZED'}
 ";
 
-/// `settle`: KEYS = record, scopes. ARGV = attempt token, ttl ms, tool call
+/// `settle`: KEYS = record, scopes, and the outbox when the store keeps one.
+/// ARGV = attempt token, ttl ms, tool call
 /// id, number N of outcome arguments, the outcome's N field/value arguments,
 /// then the tombstone's field/value pairs.
 ///
@@ -111,6 +122,9 @@ if current[1] then
   if current[2] ~= ARGV[1] then return {'OTHER_ATTEMPT'} end
   if current[1] ~= 'PROJECTING' then return {'ALREADY_FINAL', current[1]} end
   redis.call('HSET', KEYS[1], unpack(ARGV, 5, 4 + n))
+  if KEYS[3] then
+    redis.call('XADD', KEYS[3], '*', 'run', redis.call('HGET', KEYS[1], 'run_id'), 'call', ARGV[3])
+  end
   local fp = redis.call('HGET', KEYS[1], 'scope_fp')
   if fp then
     local claim = fp .. ':claim'
@@ -121,6 +135,9 @@ end
 if redis.call('EXISTS', KEYS[1]) == 1 then return {'CORRUPT'} end
 redis.call('HSET', KEYS[1], unpack(ARGV, 5 + n))
 redis.call('PEXPIRE', KEYS[1], ttl)
+if KEYS[3] then
+  redis.call('XADD', KEYS[3], '*', 'run', redis.call('HGET', KEYS[1], 'run_id'), 'call', ARGV[3])
+end
 return {'TOMBSTONED'}
 ";
 
@@ -149,6 +166,7 @@ pub(crate) static SETTLE: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(
 #[cfg(any(test, feature = "testing"))]
 pub(crate) const SCRIPT_INTERNAL_COMMANDS: &[&str] = &[
     "exists", "hget", "hmget", "hset", "pexpire", "hincrby", "pttl", "rpush", "hsetnx", "hdel",
+    "xadd",
 ];
 
 #[cfg(test)]
@@ -180,7 +198,7 @@ mod tests {
 
     #[test]
     fn finalize_only_reads_and_updates_fields() {
-        let expected: BTreeSet<String> = ["exists", "hdel", "hget", "hset", "hsetnx"]
+        let expected: BTreeSet<String> = ["exists", "hdel", "hget", "hset", "hsetnx", "xadd"]
             .iter()
             .map(|c| (*c).to_owned())
             .collect();
@@ -189,5 +207,17 @@ mod tests {
             expected,
             "no TTL command in finalize"
         );
+    }
+
+    #[test]
+    fn every_terminal_branch_appends_to_the_outbox() {
+        // finalize's one success branch; settle's finalization and tombstone.
+        assert_eq!(FINALIZE_SOURCE.matches("'XADD', KEYS[3]").count(), 1);
+        assert_eq!(SETTLE_SOURCE.matches("'XADD', KEYS[3]").count(), 2);
+        for source in [FINALIZE_SOURCE, SETTLE_SOURCE, CREATE_SOURCE] {
+            for trim in ["XTRIM", "MAXLEN", "MINID", "XDEL"] {
+                assert!(!source.contains(trim), "no script trims the outbox");
+            }
+        }
     }
 }

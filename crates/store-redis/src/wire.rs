@@ -72,5 +72,6 @@ pub fn finalize_call(
         prefix,
         key,
         finalization,
+        false,
     ))
 }

@@ -21,6 +21,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod journal;
+mod outbox;
 pub mod projector;
 mod run;
 mod store;
@@ -38,6 +39,7 @@ use crate::{
 };
 
 pub use journal::*;
+pub use outbox::*;
 pub use projector::*;
 pub use run::*;
 pub use store::*;

@@ -1,0 +1,514 @@
+//! `aci archive`, `aci verify --archive` and `aci export`: the process
+//! around `store_archive`.
+//!
+//! `aci archive` moves finalized records from the Redis store's outbox into
+//! the `[archive]` PostgreSQL archive ([`store_archive::Archiver`]), batch
+//! after batch, acknowledging a batch only after its insert committed. With
+//! `--once` it stops when the outbox has nothing more for it; otherwise it
+//! waits for new entries until SIGTERM (or Ctrl-C), then finishes the batch
+//! in hand and exits 0. At start, and hourly, it drops the month partitions
+//! older than `retention_days` (when its role may). It logs counts and
+//! codes, never a payload, id or URL; stdout gets one JSON summary line.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use invocation_core::{CitationCheck, CitationVerdict, NotCitable};
+use serde_json::{Value, json};
+use store_archive::{
+    Archive, ArchiveSettings, Archiver, CheckpointKey, Step, StoredCall, Verdict, to_hex,
+};
+use store_redis::RedisStore;
+use tokio::sync::watch;
+
+use crate::StoreArgs;
+use crate::app::{StoreSpec, redis_error};
+use crate::config::Config;
+use crate::error::CliError;
+use crate::output::outln;
+
+/// Exit status of `--once` when entries are still pending (taken by another
+/// archiver), and of a verify or export that finds nothing intact.
+const NOT_DONE: u8 = 2;
+
+/// How often retention runs while the archiver runs.
+const RETENTION_EVERY: Duration = Duration::from_secs(3600);
+
+/// How often an idle archiver looks for runs to seal.
+const SEAL_EVERY: Duration = Duration::from_secs(10);
+
+/// How long a failed step waits before the next (the database or the store
+/// may be down; the backlog waits in the outbox).
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+
+fn load_config(args: &StoreArgs) -> Result<Config, CliError> {
+    match &args.config {
+        Some(path) => Config::load(path),
+        None => Ok(Config::default()),
+    }
+}
+
+fn settings(config: &Config) -> Result<&ArchiveSettings, CliError> {
+    config
+        .archive
+        .as_ref()
+        .filter(|s| s.url.is_some())
+        .ok_or_else(|| CliError::config("the configuration has no [archive] url"))
+}
+
+async fn connect(settings: &ArchiveSettings) -> Result<Archive, CliError> {
+    let url = settings.url.as_deref().unwrap_or_default();
+    // The error names a category only, never the URL.
+    let archive = Archive::connect(url)
+        .await
+        .map_err(|e| CliError::config(format!("archive: {e}")))?;
+    archive
+        .migrate()
+        .await
+        .map_err(|e| CliError::config(format!("archive: {e}")))?;
+    Ok(archive)
+}
+
+fn now_millis() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn signing_key(settings: &ArchiveSettings) -> Result<Option<CheckpointKey>, CliError> {
+    settings
+        .signing_key()
+        .map_err(|e| CliError::config(format!("[archive] signing_key_file: {e}")))
+}
+
+async fn seal(archive: &Archive, settings: &ArchiveSettings, key: Option<&CheckpointKey>) {
+    let Some(key) = key else {
+        return;
+    };
+    match archive
+        .seal_idle_runs(key, settings.seal_idle(), now_millis())
+        .await
+    {
+        Ok(0) => {}
+        Ok(runs) => tracing::info!(runs, "archive runs sealed and checkpointed"),
+        Err(e) => tracing::warn!(code = e.code(), "archive sealing failed"),
+    }
+}
+
+async fn retention(archive: &Archive, settings: &ArchiveSettings) {
+    let Some(keep) = settings.retention() else {
+        return;
+    };
+    let cutoff = now_millis() - i64::try_from(keep.as_millis()).unwrap_or(i64::MAX);
+    match archive.drop_partitions_before(cutoff).await {
+        Ok(dropped) if !dropped.is_empty() => {
+            tracing::info!(
+                partitions = dropped.len(),
+                "archive retention dropped partitions"
+            );
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(code = e.code(), "archive retention failed"),
+    }
+}
+
+/// SIGTERM or Ctrl-C, as a watch that turns `true`.
+fn stop_signal() -> watch::Receiver<bool> {
+    let (tx, rx) = watch::channel(false);
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            if let Ok(mut term) = signal(SignalKind::terminate()) {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            } else {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+        let _ = tx.send(true);
+    });
+    rx
+}
+
+fn add(total: &mut Step, step: Step) {
+    total.taken += step.taken;
+    total.archived += step.archived;
+    total.duplicates += step.duplicates;
+    total.expired += step.expired;
+    total.stale += step.stale;
+}
+
+/// `aci archive [--once]`.
+pub(crate) async fn run(args: &StoreArgs, once: bool) -> Result<ExitCode, CliError> {
+    let config = load_config(args)?;
+    let settings = settings(&config)?;
+    let spec = StoreSpec::parse(
+        args.store
+            .as_deref()
+            .or(config.store.as_deref())
+            .unwrap_or("memory"),
+    )?;
+    let StoreSpec::Redis(redis) = spec else {
+        return Err(CliError::config(
+            "aci archive reads the outbox of a shared store: set store to a Redis URL",
+        ));
+    };
+    let redis = config.redis.apply(redis).map_err(redis_error)?.outbox(true);
+    let key = signing_key(settings)?;
+    let store = RedisStore::new(redis).map_err(redis_error)?;
+    store.ping().await.map_err(redis_error)?;
+    let archive = connect(settings).await?;
+    let consumer = format!(
+        "aci-{}-{}",
+        std::process::id(),
+        uuid::Uuid::new_v4().simple()
+    );
+    let archiver = Archiver::new(
+        Arc::new(store.clone()),
+        Arc::new(store.outbox()),
+        archive.clone(),
+        consumer,
+    )
+    .raw(settings.raw_policy(), config.redactor()?)
+    .batching(settings.batch(), settings.reclaim_after());
+
+    let mut stop = stop_signal();
+    let mut total = Step::default();
+    retention(&archive, settings).await;
+    let mut retained_at = Instant::now();
+    let mut sealed_at: Option<Instant> = None;
+    let mut failures = 0_u32;
+    while !*stop.borrow() {
+        if retained_at.elapsed() >= RETENTION_EVERY {
+            retention(&archive, settings).await;
+            retained_at = Instant::now();
+        }
+        let wait = match archiver.step().await {
+            Ok(step) => {
+                failures = 0;
+                add(&mut total, step);
+                if step.taken > 0 {
+                    tracing::info!(
+                        archived = step.archived,
+                        duplicates = step.duplicates,
+                        expired = step.expired,
+                        "archive batch committed"
+                    );
+                    continue;
+                }
+                if once {
+                    break;
+                }
+                if sealed_at.is_none_or(|at| at.elapsed() >= SEAL_EVERY) {
+                    seal(&archive, settings, key.as_ref()).await;
+                    sealed_at = Some(Instant::now());
+                }
+                settings.poll_interval()
+            }
+            Err(e) => {
+                failures += 1;
+                tracing::warn!(
+                    code = e.code(),
+                    failures,
+                    "archive batch failed; it stays pending"
+                );
+                if once {
+                    return Err(CliError::config(format!("archive: {e}")));
+                }
+                RETRY_AFTER
+            }
+        };
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            _ = stop.changed() => {}
+        }
+    }
+    if once {
+        seal(&archive, settings, key.as_ref()).await;
+    }
+    let backlog = archiver
+        .outbox()
+        .backlog()
+        .await
+        .map_err(|e| CliError::config(format!("redis store: {e}")))?;
+    outln!(
+        "{}",
+        json!({
+            "archived": total.archived,
+            "duplicates": total.duplicates,
+            "expired": total.expired,
+            "pending": backlog.pending,
+        })
+    )?;
+    Ok(if once && backlog.pending > 0 {
+        ExitCode::from(NOT_DONE)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// `aci verify --archive --run R`: exit 0 when intact, 2 naming the first
+/// bad record (or when the run is not archived). With a `signing_key_file`,
+/// a sealed run's checkpoint signature is checked too.
+pub(crate) async fn verify(args: &StoreArgs, run: &str) -> Result<ExitCode, CliError> {
+    let config = load_config(args)?;
+    let settings = settings(&config)?;
+    let key = signing_key(settings)?.map(|k| k.verifying_key());
+    let archive = connect(settings).await?;
+    let verdict = archive
+        .verify_run(run, key.as_ref())
+        .await
+        .map_err(|e| CliError::config(format!("archive: {e}")))?;
+    let (line, intact) = match verdict {
+        Verdict::Intact { records, sealed } => (
+            json!({"run_id": run, "verdict": "INTACT", "records": records, "sealed": sealed}),
+            true,
+        ),
+        Verdict::NotFound => (json!({"run_id": run, "verdict": "NOT_FOUND"}), false),
+        Verdict::Broken {
+            problem,
+            seq,
+            tool_call_id,
+        } => (
+            json!({
+                "run_id": run,
+                "verdict": "BROKEN",
+                "problem": problem.as_str(),
+                "seq": seq,
+                "tool_call_id": tool_call_id,
+            }),
+            false,
+        ),
+    };
+    outln!("{line}")?;
+    Ok(ExitCode::from(if intact { 0 } else { NOT_DONE }))
+}
+
+/// `aci inspect --run R` for a run the store no longer has: the archived
+/// calls, as JSON lines (payloads with `--json`, the raw response as
+/// archived with `--raw`) or a table; says on stderr that it read the
+/// archive. Exit 0, or 2 when the archive has none either.
+pub(crate) async fn inspect(
+    config: &Config,
+    run: &str,
+    json_lines: bool,
+    raw: bool,
+) -> Result<ExitCode, CliError> {
+    let archive = connect(settings(config)?).await?;
+    let calls = archive
+        .calls(run)
+        .await
+        .map_err(|e| CliError::config(format!("archive: {e}")))?;
+    eprintln!("aci: run {run} read from the archive");
+    if calls.is_empty() {
+        return Ok(ExitCode::from(NOT_DONE));
+    }
+    if !json_lines {
+        outln!("seq  finished_at_ms  tool  tool_call_id  status  evidence  error_code")?;
+    }
+    for stored in &calls {
+        let call = &stored.call;
+        if json_lines {
+            let mut value = exported(stored);
+            if let Value::Object(map) = &mut value {
+                if !raw {
+                    map.remove("raw");
+                }
+                map.insert("source".into(), json!("archive"));
+            }
+            outln!("{value}")?;
+        } else {
+            let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".to_owned());
+            outln!(
+                "{}  {}  {}  {}  {}  {}  {}",
+                stored.seq,
+                call.finished_at_ms,
+                call.tool_name,
+                call.tool_call_id,
+                call.status,
+                dash(&call.evidence_status),
+                dash(&call.error_code),
+            )?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// For `aci verify --run R ID…`: the citations the store no longer knows
+/// (expired), judged on their archived records instead (a READY record
+/// stands as it did; an ERROR one never does).
+pub(crate) async fn recheck_expired(
+    config: &Config,
+    run: &str,
+    checks: &mut [CitationCheck],
+) -> Result<(), CliError> {
+    let expired = |check: &CitationCheck| {
+        matches!(
+            check.verdict,
+            CitationVerdict::NotCitable {
+                reason: NotCitable::UnknownOrExpired
+            }
+        )
+    };
+    if !checks.iter().any(expired) {
+        return Ok(());
+    }
+    let archive = connect(settings(config)?).await?;
+    let calls = archive
+        .calls(run)
+        .await
+        .map_err(|e| CliError::config(format!("archive: {e}")))?;
+    for check in checks.iter_mut().filter(|c| expired(c)) {
+        let id = check
+            .citation
+            .rsplit_once('/')
+            .map_or(check.citation.as_str(), |(_, id)| id);
+        let Some(stored) = calls.iter().find(|s| s.call.tool_call_id == id) else {
+            continue;
+        };
+        let call = &stored.call;
+        let parse = |text: &Option<String>| {
+            text.as_deref()
+                .and_then(|t| serde_json::from_str::<Value>(t).ok())
+        };
+        check.verdict = match (call.status.as_str(), call.evidence_status.as_deref()) {
+            ("READY", Some("EVIDENCE_FOUND")) => CitationVerdict::Evidence {
+                tool_name: call.tool_name.clone(),
+            },
+            ("READY", Some("NO_EVIDENCE")) => CitationVerdict::NegativeObservation {
+                tool_name: call.tool_name.clone(),
+                scope: parse(&call.result)
+                    .and_then(|r| r.get("scope").cloned())
+                    .or_else(|| parse(&call.scope))
+                    .unwrap_or(Value::Null),
+            },
+            _ => CitationVerdict::NotCitable {
+                reason: NotCitable::Failed(
+                    call.error_code
+                        .as_deref()
+                        .and_then(aci_contracts::ErrorCode::parse)
+                        .unwrap_or(aci_contracts::ErrorCode::StoreUnavailable),
+                ),
+            },
+        };
+    }
+    Ok(())
+}
+
+/// `aci export` formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ExportFormat {
+    /// One JSON object per call.
+    Jsonl,
+    /// RFC 4180 CSV with a header line.
+    Csv,
+}
+
+fn exported(stored: &StoredCall) -> Value {
+    let mut value = stored.call.to_json();
+    if let Value::Object(map) = &mut value {
+        map.insert("seq".into(), json!(stored.seq));
+        map.insert("leaf_hash".into(), json!(to_hex(&stored.leaf_hash)));
+        map.insert("chain_hash".into(), json!(to_hex(&stored.chain_hash)));
+    }
+    value
+}
+
+/// The CSV columns, in order.
+const CSV_COLUMNS: [&str; 25] = [
+    "seq",
+    "run_id",
+    "tool_call_id",
+    "tool_name",
+    "status",
+    "evidence_status",
+    "error_code",
+    "retryable",
+    "scope_fp",
+    "created_at_ms",
+    "finished_at_ms",
+    "replayed_from",
+    "redactions",
+    "request",
+    "scope",
+    "result",
+    "raw",
+    "raw_sha256",
+    "raw_mode",
+    "request_bytes",
+    "raw_bytes",
+    "result_bytes",
+    "timings_us",
+    "leaf_hash",
+    "chain_hash",
+];
+
+/// One CSV field: quoted when it holds a comma, quote or line break.
+fn csv_field(value: &Value) -> String {
+    let text = match value {
+        Value::Null => return String::new(),
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text
+    }
+}
+
+/// `aci export --run R --format jsonl|csv`: the run's archived calls in
+/// chain order; exit 2 when the archive has none.
+pub(crate) async fn export(
+    args: &StoreArgs,
+    run: &str,
+    format: ExportFormat,
+) -> Result<ExitCode, CliError> {
+    let config = load_config(args)?;
+    let archive = connect(settings(&config)?).await?;
+    let calls = archive
+        .calls(run)
+        .await
+        .map_err(|e| CliError::config(format!("archive: {e}")))?;
+    if calls.is_empty() {
+        eprintln!("aci: the archive has no calls of run {run}");
+        return Ok(ExitCode::from(NOT_DONE));
+    }
+    if format == ExportFormat::Csv {
+        outln!("{}", CSV_COLUMNS.join(","))?;
+    }
+    for stored in &calls {
+        let value = exported(stored);
+        match format {
+            ExportFormat::Jsonl => outln!("{value}")?,
+            ExportFormat::Csv => {
+                let fields: Vec<String> = CSV_COLUMNS
+                    .iter()
+                    .map(|column| csv_field(value.get(*column).unwrap_or(&Value::Null)))
+                    .collect();
+                outln!("{}", fields.join(","))?;
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_fields_are_quoted_when_needed() {
+        assert_eq!(csv_field(&json!("plain")), "plain");
+        assert_eq!(csv_field(&json!("a,b")), "\"a,b\"");
+        assert_eq!(csv_field(&json!("say \"hi\"")), "\"say \"\"hi\"\"\"");
+        assert_eq!(csv_field(&json!(null)), "");
+        assert_eq!(csv_field(&json!(3)), "3");
+    }
+}

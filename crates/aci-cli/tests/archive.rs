@@ -1,0 +1,489 @@
+//! `aci archive`, `aci verify --archive` and `aci export` as real processes,
+//! against a real Redis (spawned by store-redis's test support, or
+//! `REDIS_URL`) and a real PostgreSQL (a database of their own, see
+//! `store_archive::testing`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aci_contracts::{ErrorCode, RunId, Timestamp};
+use invocation_core::{
+    Budgets, Clock, Finalization, InvocationKey, InvocationStore, Journal, NewInvocation,
+    ReadyEvidence, RunTerms, ScopeFingerprint, Settled, SystemClock, Unsettled,
+};
+use store_archive::testing::TestDatabase;
+use store_redis::testing::{shared_url, unique_prefix};
+use store_redis::{RedisConfig, RedisStore};
+use support::HANG_GUARD;
+use support::command::{aci_async, aci_command, json, json_lines, stdout};
+use support::files::config_file;
+
+fn fresh_run_id() -> RunId {
+    RunId::new(support::files::unique("archive-run")).unwrap()
+}
+
+/// A record to create: tool `tool_a`, scope `{"q": scope}`, one-hour TTL.
+fn new_invocation(
+    clock: &dyn Clock,
+    run: &RunId,
+    id: &str,
+    tool: &str,
+    scope: &str,
+) -> NewInvocation {
+    let scope_value = serde_json::json!({ "q": scope });
+    NewInvocation {
+        key: InvocationKey::new(run.clone(), aci_contracts::ToolCallId::new(id).unwrap()),
+        tool_name: tool.to_owned(),
+        request_json: serde_json::json!({ "query": scope }).to_string(),
+        scope_json: scope_value.to_string(),
+        scope_fingerprint: ScopeFingerprint::of(tool, &scope_value),
+        created_at: clock.now(),
+        ttl: Duration::from_secs(3600),
+        budgets: Budgets::default(),
+        claim_scope: false,
+        run: RunTerms::default(),
+        attempt: u64::from_str_radix(&support::files::unique_suffix(), 16).unwrap(),
+    }
+}
+
+struct Env {
+    db: TestDatabase,
+    store: RedisStore,
+    config: PathBuf,
+}
+
+impl Env {
+    async fn new(extra: &str) -> Self {
+        Self::on(RedisConfig::single(shared_url()), shared_url(), extra).await
+    }
+
+    /// On the shared 3-node Redis Cluster.
+    async fn cluster(extra: &str) -> Self {
+        let urls = store_redis::testing::shared_cluster_urls();
+        let hosts: Vec<&str> = urls
+            .iter()
+            .map(|u| u.trim_start_matches("redis://").trim_end_matches('/'))
+            .collect();
+        let url = format!("redis+cluster://{}", hosts.join(","));
+        Self::on(RedisConfig::cluster(urls.clone()), url, extra).await
+    }
+
+    async fn on(redis: RedisConfig, url: String, extra: &str) -> Self {
+        let db = TestDatabase::create().await;
+        let prefix = unique_prefix();
+        let store = RedisStore::new(redis.key_prefix(&prefix).outbox(true)).unwrap();
+        let config = config_file(
+            "archive",
+            &format!(
+                "store = \"{url}\"\n[redis]\nkey_prefix = \"{prefix}\"\n\
+                 [archive]\nurl = \"{}\"\nraw = \"full\"\nreclaim_after_secs = 1\n\
+                 poll_interval_ms = 50\n{extra}",
+                db.url()
+            ),
+        );
+        Self { db, store, config }
+    }
+
+    fn config(&self) -> &str {
+        self.config.to_str().unwrap()
+    }
+
+    /// Rows per (run, call) in the archive.
+    async fn rows(&self) -> Vec<(String, String)> {
+        let client = self.db.client().await;
+        client
+            .query(
+                "SELECT run_id, tool_call_id FROM aci_calls ORDER BY 1, 2",
+                &[],
+            )
+            .await
+            .map(|rows| rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+            .unwrap_or_default()
+    }
+
+    /// Waits (bounded by the hang guard) until the archive holds `n` rows.
+    async fn wait_for_rows(&self, n: usize) {
+        tokio::time::timeout(HANG_GUARD, async {
+            while self.rows().await.len() < n {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await
+        .expect("the rows arrive within the hang guard");
+    }
+
+    /// `aci archive --once` until it reports nothing pending (a killed
+    /// archiver's entries become another's after `reclaim_after_secs`).
+    async fn archive_until_done(&self) -> serde_json::Value {
+        tokio::time::timeout(HANG_GUARD, async {
+            loop {
+                let output = aci_async(&["archive", "--once", "--config", self.config()]).await;
+                let summary = json(&output);
+                match output.status.code() {
+                    Some(0) => return summary,
+                    Some(2) => assert!(summary["pending"].as_u64().unwrap() > 0),
+                    other => panic!("aci archive --once: {other:?} {summary}"),
+                }
+            }
+        })
+        .await
+        .expect("the outbox drains within the hang guard")
+    }
+
+    async fn verify(&self, run: &RunId) -> (Option<i32>, serde_json::Value) {
+        let output = aci_async(&[
+            "verify",
+            "--archive",
+            "--run",
+            run.as_str(),
+            "--config",
+            self.config(),
+        ])
+        .await;
+        (output.status.code(), json(&output))
+    }
+}
+
+fn ready(text: &str) -> Finalization {
+    Finalization::Ready {
+        evidence: ReadyEvidence::Found,
+        raw_json: format!(r#"{{"raw":"{text}"}}"#),
+        agent_result_json: format!(r#"{{"answer":"{text}"}}"#),
+        redactions: Default::default(),
+        replayed_from: None,
+        finished_at: SystemClock.now(),
+        timings: None,
+    }
+}
+
+/// Finalize READY and ERROR, settle (an abandoned call), a settle's
+/// tombstone (a lost create), recover, and a call through `aci call`: each
+/// lands exactly once, and the chain verifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_terminal_path_lands_exactly_one_row() {
+    let env = Env::new("").await;
+    let store: Arc<dyn InvocationStore> = Arc::new(env.store.clone());
+    let clock = Arc::new(SystemClock);
+    let run = fresh_run_id();
+    let now = SystemClock.now();
+    let new = |id: &str| new_invocation(&SystemClock, &run, id, "tool_a", id);
+    let (a, b, c, lost) = (new("ready"), new("error"), new("abandoned"), new("lost"));
+    let mut stale = new("stale");
+    stale.created_at = Timestamp::from_unix_millis(now.unix_millis() - 600_000);
+    for n in [&a, &b, &c, &stale] {
+        store.create(n.clone()).await.unwrap();
+    }
+    store.finalize(&a.key, ready("a")).await.unwrap();
+    store
+        .finalize(
+            &b.key,
+            Finalization::Error {
+                error_code: ErrorCode::ExecutionTimeout,
+                retryable: false,
+                raw_json: None,
+                finished_at: now,
+                timings: None,
+            },
+        )
+        .await
+        .unwrap();
+    let settled = store
+        .settle(&Unsettled::of(&c), ErrorCode::ExecutionAbandoned, now)
+        .await
+        .unwrap();
+    assert_eq!(settled, Settled::Finalized);
+    let tombstone = store
+        .settle(&Unsettled::of(&lost), ErrorCode::StoreUnavailable, now)
+        .await
+        .unwrap();
+    assert_eq!(tombstone, Settled::Tombstoned);
+    Journal::new(Arc::clone(&store), clock)
+        .recover(
+            &run,
+            Timestamp::from_unix_millis(now.unix_millis() - 300_000),
+        )
+        .await
+        .unwrap();
+    // Through the command: its store has the outbox on because the
+    // configuration has an [archive] section.
+    let call = aci_async(&[
+        "call",
+        "lookup_knowledge",
+        r#"{"query":"connection pool timeout"}"#,
+        "--run-id",
+        run.as_str(),
+        "--tool-call-id",
+        "via-cli",
+        "--config",
+        env.config(),
+    ])
+    .await;
+    assert_eq!(call.status.code(), Some(0), "{}", stdout(&call));
+
+    let summary = env.archive_until_done().await;
+    assert_eq!(summary["archived"], 6, "{summary}");
+    assert_eq!(summary["pending"], 0);
+    let rows: BTreeSet<String> = env.rows().await.into_iter().map(|(_, id)| id).collect();
+    let expected: BTreeSet<String> = ["ready", "error", "abandoned", "lost", "stale", "via-cli"]
+        .map(str::to_owned)
+        .into();
+    assert_eq!(rows, expected);
+    assert_eq!(env.rows().await.len(), 6);
+    let (code, verdict) = env.verify(&run).await;
+    assert_eq!(code, Some(0), "{verdict}");
+    assert_eq!(verdict["records"], 6);
+
+    // Once more: nothing new, nothing doubled.
+    let again = env.archive_until_done().await;
+    assert_eq!(again["archived"], 0);
+    assert_eq!(env.rows().await.len(), 6);
+
+    // Export reads the archive alone.
+    let export = aci_async(&[
+        "export",
+        "--run",
+        run.as_str(),
+        "--format",
+        "jsonl",
+        "--config",
+        env.config(),
+    ])
+    .await;
+    assert_eq!(export.status.code(), Some(0));
+    let lines = json_lines(&export);
+    assert_eq!(lines.len(), 6);
+    assert_eq!(lines[0]["seq"], 1);
+    let csv = aci_async(&[
+        "export",
+        "--run",
+        run.as_str(),
+        "--format",
+        "csv",
+        "--config",
+        env.config(),
+    ])
+    .await;
+    assert_eq!(stdout(&csv).lines().count(), 7);
+    assert!(stdout(&csv).starts_with("seq,run_id,tool_call_id,"));
+
+    // Tampering: an UPDATE of an agent result is named.
+    let sql = env.db.client().await;
+    sql.execute(
+        "UPDATE aci_calls SET result = '{\"answer\":\"forged\"}' WHERE tool_call_id = 'ready'",
+        &[],
+    )
+    .await
+    .unwrap();
+    let (code, verdict) = env.verify(&run).await;
+    assert_eq!(code, Some(2));
+    assert_eq!(verdict["problem"], "altered");
+    assert_eq!(verdict["tool_call_id"], "ready");
+}
+
+fn finalized_batch(runs: &[RunId], calls: usize) -> Vec<invocation_core::NewInvocation> {
+    (0..calls)
+        .map(|n| {
+            let run = &runs[n % runs.len()];
+            new_invocation(
+                &SystemClock,
+                run,
+                &format!("c{n}"),
+                "tool_a",
+                &format!("s{n}"),
+            )
+        })
+        .collect()
+}
+
+async fn assert_exactly_once(env: &Env, runs: &[RunId], calls: usize) {
+    let rows = env.rows().await;
+    let unique: BTreeSet<_> = rows.iter().cloned().collect();
+    assert_eq!(rows.len(), calls, "one row per call");
+    assert_eq!(unique.len(), calls, "no duplicate");
+    for run in runs {
+        let (code, verdict) = env.verify(run).await;
+        assert_eq!(code, Some(0), "{verdict}");
+    }
+}
+
+/// An archiver SIGKILLed mid-batch; the next ones reclaim its entries:
+/// every record archived exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_archiver_then_restarted_archives_everything_exactly_once() {
+    let env = Env::new("batch_size = 4\n").await;
+    let runs: Vec<RunId> = (0..4).map(|_| fresh_run_id()).collect();
+    let news = finalized_batch(&runs, 200);
+    for new in &news {
+        env.store.create(new.clone()).await.unwrap();
+        env.store.finalize(&new.key, ready("x")).await.unwrap();
+    }
+    let mut archiver = aci_command(&["archive", "--config", env.config()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    env.wait_for_rows(8).await;
+    archiver.start_kill().unwrap();
+    archiver.wait().await.unwrap();
+
+    env.archive_until_done().await;
+    assert_exactly_once(&env, &runs, 200).await;
+}
+
+/// Two archivers at once while 64 calls finalize concurrently: no duplicate
+/// row, no gap in any chain; SIGTERM drains each and exits 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_archivers_under_64_concurrent_calls() {
+    let env = Env::new("batch_size = 8\n").await;
+    let mut archivers: Vec<_> = (0..2)
+        .map(|_| {
+            aci_command(&["archive", "--config", env.config()])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .kill_on_drop(true)
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let runs: Vec<RunId> = (0..4).map(|_| fresh_run_id()).collect();
+    let tasks: Vec<_> = finalized_batch(&runs, 64)
+        .into_iter()
+        .map(|new| {
+            let store = env.store.clone();
+            tokio::spawn(async move {
+                store.create(new.clone()).await.unwrap();
+                store.finalize(&new.key, ready("y")).await.unwrap();
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    env.wait_for_rows(64).await;
+    for archiver in &archivers {
+        let pid = archiver.id().unwrap().to_string();
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    let mut archived = 0;
+    for archiver in archivers.drain(..) {
+        let output = tokio::time::timeout(HANG_GUARD, archiver.wait_with_output())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(0), "SIGTERM drains and exits 0");
+        let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        archived += summary["archived"].as_u64().unwrap();
+    }
+    assert_eq!(archived, 64, "each call inserted by exactly one archiver");
+    assert_exactly_once(&env, &runs, 64).await;
+}
+
+/// The RFC 8410 example Ed25519 key.
+const SIGNING_KEY: &str = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEINTuctv5E1hK1bbY8fdp+K06/nwoy/HU++CXqI9EdVhC\n-----END PRIVATE KEY-----\n";
+
+/// Records archived and sealed, then expired from Redis: export and verify
+/// (with the checkpoint signature) work from the archive alone, and the
+/// last row of the sealed run deleted is named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_records_are_read_back_from_the_archive() {
+    let key = support::files::temp_file("archive.pem", SIGNING_KEY);
+    let env = Env::new(&format!(
+        "signing_key_file = \"{}\"\nseal_idle_secs = 0\n",
+        key.display()
+    ))
+    .await;
+    let run = fresh_run_id();
+    let mut new = new_invocation(&SystemClock, &run, "short", "tool_a", "x");
+    new.ttl = Duration::from_millis(800);
+    env.store.create(new.clone()).await.unwrap();
+    env.store.finalize(&new.key, ready("kept")).await.unwrap();
+    env.archive_until_done().await;
+    tokio::time::timeout(HANG_GUARD, async {
+        while env.store.remaining_ttl(&new.key).await.unwrap().is_some() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .unwrap();
+    let (code, verdict) = env.verify(&run).await;
+    assert_eq!(code, Some(0), "{verdict}");
+    assert_eq!(verdict["sealed"], true, "{verdict}");
+    let export = aci_async(&["export", "--run", run.as_str(), "--config", env.config()]).await;
+    let lines = json_lines(&export);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["result"], r#"{"answer":"kept"}"#);
+    assert_eq!(lines[0]["raw"], r#"{"raw":"kept"}"#);
+    // A citation of the archived READY record still stands.
+    let cited = aci_async(&[
+        "verify",
+        "--run",
+        run.as_str(),
+        "short",
+        "--config",
+        env.config(),
+    ])
+    .await;
+    assert_eq!(cited.status.code(), Some(0), "{}", stdout(&cited));
+    assert_eq!(json(&cited)["verdict"]["verdict"], "EVIDENCE");
+    let inspect = aci_async(&[
+        "inspect",
+        "--run",
+        run.as_str(),
+        "--json",
+        "--config",
+        env.config(),
+    ])
+    .await;
+    assert_eq!(inspect.status.code(), Some(0));
+    assert!(support::command::stderr(&inspect).contains("read from the archive"));
+    let lines = json_lines(&inspect);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["source"], "archive");
+    assert_eq!(lines[0]["tool_call_id"], "short");
+    assert!(lines[0].get("raw").is_none());
+
+    let sql = env.db.client().await;
+    sql.execute("DELETE FROM aci_calls WHERE run_id = $1", &[&run.as_str()])
+        .await
+        .unwrap();
+    let (code, verdict) = env.verify(&run).await;
+    assert_eq!(code, Some(2));
+    assert_eq!(verdict["problem"], "missing", "{verdict}");
+    assert_eq!(verdict["seq"], 1);
+}
+
+/// On a 3-node Redis Cluster, runs spread over every primary: an archiver
+/// SIGKILLed mid-way and the next ones archive every record exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_outboxes_on_every_primary_are_archived_once() {
+    let env = Env::cluster("batch_size = 4\n").await;
+    let runs: Vec<RunId> = (0..12).map(|_| fresh_run_id()).collect();
+    let news = finalized_batch(&runs, 60);
+    for new in &news {
+        env.store.create(new.clone()).await.unwrap();
+        env.store.finalize(&new.key, ready("z")).await.unwrap();
+    }
+    let mut archiver = aci_command(&["archive", "--config", env.config()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    env.wait_for_rows(4).await;
+    archiver.start_kill().unwrap();
+    archiver.wait().await.unwrap();
+    env.archive_until_done().await;
+    assert_exactly_once(&env, &runs, 60).await;
+}

@@ -1,0 +1,255 @@
+//! What one archived call holds, its canonical JSON and its hashes.
+//!
+//! The leaf hash of a call is `SHA-256(0x00 || canonical JSON)`, the chain
+//! hash `SHA-256(0x01 || previous chain hash || leaf hash)`, the previous
+//! chain hash of a run's first call 32 zero bytes (the prefixes keep leaves
+//! and chain links apart, as RFC 6962 does for Merkle trees). The canonical
+//! JSON is every column of the call but its position and hashes, keys
+//! sorted, no whitespace: changing any stored column changes the leaf.
+
+use aci_contracts::InvocationStatus;
+use invocation_core::InvocationRecord;
+use invocation_core::redact::Redactor;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::{ArchiveError, Result};
+
+/// A SHA-256 digest.
+pub type Hash = [u8; 32];
+
+/// The chain hash before a run's first call.
+pub const GENESIS: Hash = [0; 32];
+
+/// What of a record's raw response the archive keeps (`[archive] raw`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RawPolicy {
+    /// Only its SHA-256 and size.
+    None,
+    /// The raw response with credentials replaced by named markers (the
+    /// built-in redaction rules), and the SHA-256 of the whole one.
+    #[default]
+    Redacted,
+    /// The raw response as recorded, and its SHA-256.
+    Full,
+}
+
+impl RawPolicy {
+    /// As written in the configuration and the archive.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Redacted => "redacted",
+            Self::Full => "full",
+        }
+    }
+}
+
+/// One archived call: the final record's columns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArchivedCall {
+    /// The run.
+    pub run_id: String,
+    /// The framework's tool call id.
+    pub tool_call_id: String,
+    /// The tool's registered name.
+    pub tool_name: String,
+    /// `READY` or `ERROR`.
+    pub status: String,
+    /// `EVIDENCE_FOUND`, `NO_EVIDENCE` or `ERROR`.
+    pub evidence_status: Option<String>,
+    /// The error code of an `ERROR` record.
+    pub error_code: Option<String>,
+    /// Whether the error was retryable, when recorded.
+    pub retryable: Option<bool>,
+    /// Fingerprint of tool name and normalized scope, hex.
+    pub scope_fp: String,
+    /// Created, Unix milliseconds.
+    pub created_at_ms: i64,
+    /// Finalized, Unix milliseconds (the partition key).
+    pub finished_at_ms: i64,
+    /// The READY record whose result this one replays.
+    pub replayed_from: Option<String>,
+    /// Redaction counts per rule, canonical JSON (`{}` for none).
+    pub redactions: String,
+    /// The request text.
+    pub request: Option<String>,
+    /// The normalized scope.
+    pub scope: Option<String>,
+    /// The agent result.
+    pub result: Option<String>,
+    /// The raw response, as the raw policy keeps it.
+    pub raw: Option<String>,
+    /// SHA-256 of the whole raw response as recorded, hex.
+    pub raw_sha256: Option<String>,
+    /// The raw policy it was archived with.
+    pub raw_mode: String,
+    /// Size of the request in bytes.
+    pub request_bytes: i64,
+    /// Size of the recorded raw response in bytes.
+    pub raw_bytes: Option<i64>,
+    /// Size of the agent result in bytes.
+    pub result_bytes: Option<i64>,
+    /// Phase timings in microseconds, canonical JSON (`preflight`,
+    /// `execution`, `projection`), when recorded.
+    pub timings_us: Option<String>,
+}
+
+fn size(bytes: Option<u64>) -> Option<i64> {
+    bytes.map(|b| i64::try_from(b).unwrap_or(i64::MAX))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut out, b| {
+            let _ = write!(out, "{b:02x}");
+            out
+        })
+}
+
+impl ArchivedCall {
+    /// The archived form of a final record read with all its fields.
+    ///
+    /// # Errors
+    /// [`ArchiveError::NotFinal`] for a `PROJECTING` record.
+    pub fn from_record(
+        record: &InvocationRecord,
+        raw: RawPolicy,
+        redactor: &Redactor,
+    ) -> Result<Self> {
+        let finished_at = match (record.status, record.finished_at) {
+            (InvocationStatus::Projecting, _) | (_, None) => return Err(ArchiveError::NotFinal),
+            (_, Some(at)) => at,
+        };
+        let redactions: serde_json::Map<String, Value> = record
+            .redactions
+            .iter()
+            .map(|(rule, count)| (rule.to_owned(), json!(count)))
+            .collect();
+        let raw_sha256 = record
+            .raw_json
+            .as_deref()
+            .map(|text| hex(&Sha256::digest(text.as_bytes())));
+        let kept_raw = match raw {
+            RawPolicy::None => None,
+            RawPolicy::Full => record.raw_json.clone(),
+            RawPolicy::Redacted => record
+                .raw_json
+                .as_deref()
+                .map(|text| redactor.redact(text).into_owned()),
+        };
+        Ok(Self {
+            run_id: record.key.run_id.as_str().to_owned(),
+            tool_call_id: record.key.tool_call_id.as_str().to_owned(),
+            tool_name: record.tool_name.clone(),
+            status: record.status.as_str().to_owned(),
+            evidence_status: record.evidence_status.map(|s| s.as_str().to_owned()),
+            error_code: record.error_code.map(|c| c.as_str().to_owned()),
+            retryable: record.retryable,
+            scope_fp: record.scope_fingerprint.to_hex(),
+            created_at_ms: record.created_at.unix_millis(),
+            finished_at_ms: finished_at.unix_millis(),
+            replayed_from: record
+                .replayed_from
+                .as_ref()
+                .map(|id| id.as_str().to_owned()),
+            redactions: invocation_core::fingerprint::canonical_json(&Value::Object(redactions)),
+            request: record.request_json.clone(),
+            scope: record.scope_json.clone(),
+            result: record.agent_result_json.clone(),
+            raw: kept_raw,
+            raw_sha256,
+            raw_mode: raw.as_str().to_owned(),
+            request_bytes: i64::try_from(record.request_bytes).unwrap_or(i64::MAX),
+            raw_bytes: size(record.raw_bytes),
+            result_bytes: size(record.agent_result_bytes),
+            timings_us: record.timings.map(|t| {
+                let micros =
+                    |d: std::time::Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+                invocation_core::fingerprint::canonical_json(&json!({
+                    "preflight": micros(t.preflight),
+                    "execution": t.execution.map(micros),
+                    "projection": t.projection.map(micros),
+                }))
+            }),
+        })
+    }
+
+    /// The canonical JSON the leaf hash is taken over (and what
+    /// `aci export --format jsonl` writes, with the position and hashes).
+    #[must_use]
+    pub fn to_json(&self) -> Value {
+        json!({
+            "run_id": self.run_id,
+            "tool_call_id": self.tool_call_id,
+            "tool_name": self.tool_name,
+            "status": self.status,
+            "evidence_status": self.evidence_status,
+            "error_code": self.error_code,
+            "retryable": self.retryable,
+            "scope_fp": self.scope_fp,
+            "created_at_ms": self.created_at_ms,
+            "finished_at_ms": self.finished_at_ms,
+            "replayed_from": self.replayed_from,
+            "redactions": self.redactions,
+            "request": self.request,
+            "scope": self.scope,
+            "result": self.result,
+            "raw": self.raw,
+            "raw_sha256": self.raw_sha256,
+            "raw_mode": self.raw_mode,
+            "request_bytes": self.request_bytes,
+            "raw_bytes": self.raw_bytes,
+            "result_bytes": self.result_bytes,
+            "timings_us": self.timings_us,
+        })
+    }
+
+    /// `SHA-256(0x00 || canonical JSON)`.
+    #[must_use]
+    pub fn leaf_hash(&self) -> Hash {
+        let canonical = invocation_core::fingerprint::canonical_json(&self.to_json());
+        let mut hasher = Sha256::new();
+        hasher.update([0_u8]);
+        hasher.update(canonical.as_bytes());
+        hasher.finalize().into()
+    }
+}
+
+/// `SHA-256(0x01 || previous || leaf)`.
+#[must_use]
+pub fn chain(previous: &Hash, leaf: &Hash) -> Hash {
+    let mut hasher = Sha256::new();
+    hasher.update([1_u8]);
+    hasher.update(previous);
+    hasher.update(leaf);
+    hasher.finalize().into()
+}
+
+/// Lower-case hex of a hash.
+#[must_use]
+pub fn to_hex(hash: &[u8]) -> String {
+    hex(hash)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chain_and_leaf_are_domain_separated() {
+        let zero = GENESIS;
+        let linked = chain(&zero, &zero);
+        let mut plain = Sha256::new();
+        plain.update(zero);
+        plain.update(zero);
+        let plain: Hash = plain.finalize().into();
+        assert_ne!(linked, plain);
+        assert_eq!(to_hex(&[0xab, 0x01]), "ab01");
+    }
+}

@@ -1,0 +1,482 @@
+//! The outbox: finalized records waiting for the archive, in Redis Streams.
+//!
+//! The finalize and settle scripts append `run`, `call` to the stream
+//! `<prefix>:outbox:{<tag>}` of the run's hash slot in the same script that
+//! makes the record `READY` or `ERROR` (see `scripts.rs` and `keys.rs`), so
+//! on Redis Cluster the append is never a cross-slot write and a record
+//! cannot become final without its entry.
+//!
+//! Archivers read the streams through one consumer group, [`GROUP`]:
+//!
+//! - **find** the streams: `SCAN MATCH <prefix>:outbox:* TYPE stream` on the
+//!   node (on a cluster, on every primary, found with `CLUSTER SLOTS`), then
+//!   pipelined `XLEN`s to visit only those holding entries (a drained stream
+//!   stays, empty, with its group);
+//! - **take**: per stream, `XGROUP CREATE … 0 MKSTREAM` once (an existing
+//!   group is fine), `XAUTOCLAIM` of entries another consumer left pending
+//!   past the reclaim time (a killed archiver), then `XREADGROUP … >`;
+//! - **ack**, only after the archive committed: `XDEL` then `XACK`. Once
+//!   deleted, an entry left in the pending list by a crash between the two is
+//!   cleared by the next `XAUTOCLAIM`, which reports it as deleted and never
+//!   hands it out.
+//!
+//! Nothing trims a stream (`XTRIM`, `MAXLEN`): only an acknowledgement
+//! removes an entry, so a pending entry cannot be lost. Streams carry no
+//! TTL; an empty stream stays, with its group, for the next entries.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use aci_contracts::{RunId, Timestamp, ToolCallId};
+use async_trait::async_trait;
+use invocation_core::{Backlog, InvocationKey, Outbox, OutboxEntry, StoreError};
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::{Cmd, FromRedisValue, Value};
+
+use crate::codec::corrupt;
+use crate::pool::Link;
+use crate::{Inner, RedisStore};
+
+/// The consumer group every archiver reads through.
+pub const GROUP: &str = "aci-archive";
+
+/// Keys returned per `SCAN` step.
+const SCAN_COUNT: u64 = 1000;
+
+/// The outbox of a [`RedisStore`]: see the module docs.
+#[derive(Clone)]
+pub struct RedisOutbox {
+    inner: Arc<Inner>,
+    /// Streams whose group this process created (or found).
+    groups: Arc<Mutex<HashSet<String>>>,
+    /// Where the next take starts in the list of streams, so that one busy
+    /// stream does not starve the others.
+    rotation: Arc<AtomicUsize>,
+}
+
+impl std::fmt::Debug for RedisOutbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisOutbox")
+            .field("key_prefix", &self.inner.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStore {
+    /// The outbox of finalized records, for archivers.
+    #[must_use]
+    pub fn outbox(&self) -> RedisOutbox {
+        RedisOutbox {
+            inner: Arc::clone(&self.inner),
+            groups: Arc::default(),
+            rotation: Arc::default(),
+        }
+    }
+}
+
+/// A stream entry's id, `<ms>-<seq>`, as the time it was added.
+fn entry_time(id: &str) -> Option<Timestamp> {
+    let (millis, _) = id.split_once('-')?;
+    millis.parse().ok().map(Timestamp::from_unix_millis)
+}
+
+fn text(value: &Value) -> Option<&str> {
+    match value {
+        Value::BulkString(bytes) => std::str::from_utf8(bytes).ok(),
+        Value::SimpleString(text) => Some(text),
+        _ => None,
+    }
+}
+
+/// `[id, [field, value, …]]` as an entry; `None` for a deleted entry
+/// (`[id, nil]`).
+fn entry(stream: &str, value: &Value) -> Result<Option<OutboxEntry>, StoreError> {
+    let malformed = || corrupt("outbox entry");
+    let Value::Array(parts) = value else {
+        return Err(malformed());
+    };
+    let [id, fields] = parts.as_slice() else {
+        return Err(malformed());
+    };
+    let id = text(id).ok_or_else(malformed)?;
+    let Value::Array(fields) = fields else {
+        return Ok(None);
+    };
+    let (mut run, mut call) = (None, None);
+    for pair in fields.chunks(2) {
+        if let [field, value] = pair {
+            match text(field) {
+                Some("run") => run = text(value),
+                Some("call") => call = text(value),
+                _ => {}
+            }
+        }
+    }
+    let run_id = run.and_then(|r| RunId::new(r).ok()).ok_or_else(malformed)?;
+    let tool_call_id = call
+        .and_then(|c| ToolCallId::new(c).ok())
+        .ok_or_else(malformed)?;
+    Ok(Some(OutboxEntry {
+        key: InvocationKey::new(run_id, tool_call_id),
+        enqueued_at: entry_time(id).ok_or_else(malformed)?,
+        receipt: format!("{stream} {id}"),
+    }))
+}
+
+/// The stream and entry id of a receipt.
+fn receipt(entry: &OutboxEntry) -> Result<(&str, &str), StoreError> {
+    entry
+        .receipt
+        .rsplit_once(' ')
+        .ok_or_else(|| corrupt("outbox receipt"))
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl RedisOutbox {
+    /// Every outbox stream of this prefix, on every primary.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`], [`StoreError::Corrupt`].
+    pub async fn streams(&self) -> Result<Vec<String>, StoreError> {
+        let mut streams = Vec::new();
+        if self.inner.cluster {
+            for slot in self.primary_slots().await? {
+                streams.extend(self.scan(Some(slot)).await?);
+            }
+        } else {
+            streams = self.scan(None).await?;
+        }
+        streams.sort_unstable();
+        streams.dedup();
+        Ok(streams)
+    }
+
+    /// One slot served by each primary (`CLUSTER SLOTS`).
+    async fn primary_slots(&self) -> Result<Vec<u16>, StoreError> {
+        let mut cmd = redis::cmd("CLUSTER");
+        cmd.arg("SLOTS");
+        let reply: Value = self.inner.query("outbox", &cmd).await?;
+        let Value::Array(ranges) = reply else {
+            return Err(corrupt("cluster slots"));
+        };
+        let mut by_primary: BTreeMap<String, u16> = BTreeMap::new();
+        for range in &ranges {
+            let Value::Array(parts) = range else {
+                return Err(corrupt("cluster slots"));
+            };
+            let (Some(Value::Int(start)), Some(Value::Array(primary))) =
+                (parts.first(), parts.get(2))
+            else {
+                return Err(corrupt("cluster slots"));
+            };
+            let start = u16::try_from(*start).map_err(|_| corrupt("cluster slots"))?;
+            let address = format!("{primary:?}");
+            by_primary.entry(address).or_insert(start);
+        }
+        Ok(by_primary.into_values().collect())
+    }
+
+    /// `SCAN … MATCH <prefix>:outbox:* TYPE stream` over one node: the
+    /// primary of `slot` on a cluster.
+    async fn scan(&self, slot: Option<u16>) -> Result<Vec<String>, StoreError> {
+        let pattern = self.inner.keys.outbox_pattern();
+        let mut keys = Vec::new();
+        let mut cursor = String::from("0");
+        loop {
+            let mut cmd = redis::cmd("SCAN");
+            cmd.arg(&cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(SCAN_COUNT)
+                .arg("TYPE")
+                .arg("stream");
+            let (next, found): (String, Vec<String>) = self.routed(&cmd, slot).await?;
+            keys.extend(found);
+            if next == "0" {
+                return Ok(keys);
+            }
+            cursor = next;
+        }
+    }
+
+    /// `cmd` on the single node, or on a cluster to the primary of `slot`.
+    async fn routed<T: FromRedisValue>(
+        &self,
+        cmd: &Cmd,
+        slot: Option<u16>,
+    ) -> Result<T, StoreError> {
+        let inner = &self.inner;
+        let value = inner
+            .with_conn("outbox", async |link: &mut Link| {
+                let reply = match (link, slot) {
+                    (Link::Cluster(conn), Some(slot)) => {
+                        let route = Route::new(slot, SlotAddr::Master);
+                        conn.route_command(
+                            cmd.clone(),
+                            RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
+                        )
+                        .await
+                    }
+                    (link, _) => cmd.query_async::<Value>(link).await,
+                };
+                reply.map_err(|error| inner.driver_failure("outbox", &error))
+            })
+            .await?;
+        redis::from_redis_value(value).map_err(|_| StoreError::from(corrupt_reply()))
+    }
+
+    /// Creates the group on `stream` from its first entry, unless this
+    /// process already did; an existing group is fine.
+    async fn ensure_group(&self, stream: &str) -> Result<(), StoreError> {
+        if self.groups().contains(stream) {
+            return Ok(());
+        }
+        let mut cmd = redis::cmd("XGROUP");
+        cmd.arg("CREATE")
+            .arg(stream)
+            .arg(GROUP)
+            .arg("0")
+            .arg("MKSTREAM");
+        let inner = &self.inner;
+        inner
+            .with_conn("outbox", async |link: &mut Link| {
+                match cmd.query_async::<Value>(link).await {
+                    Ok(_) => Ok(()),
+                    Err(error) if error.code() == Some("BUSYGROUP") => Ok(()),
+                    Err(error) => Err(inner.driver_failure("outbox", &error)),
+                }
+            })
+            .await?;
+        self.groups().insert(stream.to_owned());
+        Ok(())
+    }
+
+    fn groups(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.groups.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Entries of `stream` pending past `reclaim_after`, now `consumer`'s.
+    async fn reclaim(
+        &self,
+        stream: &str,
+        consumer: &str,
+        max: usize,
+        reclaim_after: Duration,
+    ) -> Result<Vec<OutboxEntry>, StoreError> {
+        let mut cmd = redis::cmd("XAUTOCLAIM");
+        cmd.arg(stream)
+            .arg(GROUP)
+            .arg(consumer)
+            .arg(millis(reclaim_after))
+            .arg("0-0")
+            .arg("COUNT")
+            .arg(max);
+        let reply: Value = self.query(&cmd).await?;
+        let Value::Array(parts) = reply else {
+            return Err(corrupt("outbox reply"));
+        };
+        let Some(Value::Array(claimed)) = parts.get(1) else {
+            return Err(corrupt("outbox reply"));
+        };
+        let mut entries = Vec::with_capacity(claimed.len());
+        for value in claimed {
+            entries.extend(entry(stream, value)?);
+        }
+        Ok(entries)
+    }
+
+    /// Entries of `stream` no consumer took yet, now `consumer`'s.
+    async fn read_new(
+        &self,
+        stream: &str,
+        consumer: &str,
+        max: usize,
+    ) -> Result<Vec<OutboxEntry>, StoreError> {
+        let mut cmd = redis::cmd("XREADGROUP");
+        cmd.arg("GROUP")
+            .arg(GROUP)
+            .arg(consumer)
+            .arg("COUNT")
+            .arg(max)
+            .arg("STREAMS")
+            .arg(stream)
+            .arg(">");
+        let reply = match self.query::<Value>(&cmd).await {
+            Ok(reply) => reply,
+            Err(error) => {
+                // The stream was deleted and written again: make the group
+                // again on the next take.
+                self.groups().remove(stream);
+                return Err(error);
+            }
+        };
+        let mut entries = Vec::new();
+        if let Value::Array(streams) = reply {
+            for one in &streams {
+                let Value::Array(parts) = one else {
+                    return Err(corrupt("outbox reply"));
+                };
+                if let Some(Value::Array(items)) = parts.get(1) {
+                    for value in items {
+                        entries.extend(entry(stream, value)?);
+                    }
+                }
+            }
+        }
+        Ok(entries)
+    }
+
+    async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T, StoreError> {
+        Ok(self.inner.query("outbox", cmd).await?)
+    }
+}
+
+fn corrupt_reply() -> crate::RedisStoreError {
+    crate::RedisStoreError::unavailable("outbox", crate::Failure::Protocol)
+}
+
+/// Streams whose length is asked in one pipelined round trip.
+const LENGTH_BATCH: usize = 256;
+
+impl RedisOutbox {
+    /// The outbox streams that hold entries (an acknowledged entry is
+    /// deleted, so an empty stream has nothing pending either), with their
+    /// lengths: one pipelined `XLEN` per [`LENGTH_BATCH`] streams on a single
+    /// node, so that the streams of every slot ever used cost little once
+    /// drained (on a cluster, where a pipeline stays in one slot, one `XLEN`
+    /// per stream).
+    async fn busy_streams(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        let streams = self.streams().await?;
+        let mut busy = Vec::new();
+        // A cluster pipeline must stay in one slot: there, one XLEN each.
+        let batch_size = if self.inner.cluster { 1 } else { LENGTH_BATCH };
+        for batch in streams.chunks(batch_size) {
+            let mut pipe = redis::pipe();
+            for stream in batch {
+                pipe.cmd("XLEN").arg(stream);
+            }
+            let lengths: Vec<u64> = self.inner.pipeline("outbox", &pipe).await?;
+            if lengths.len() != batch.len() {
+                return Err(corrupt("outbox reply"));
+            }
+            busy.extend(
+                batch
+                    .iter()
+                    .zip(lengths)
+                    .filter(|(_, len)| *len > 0)
+                    .map(|(stream, len)| (stream.clone(), len)),
+            );
+        }
+        Ok(busy)
+    }
+}
+
+#[async_trait]
+impl Outbox for RedisOutbox {
+    async fn take(
+        &self,
+        consumer: &str,
+        max: usize,
+        reclaim_after: Duration,
+    ) -> Result<Vec<OutboxEntry>, StoreError> {
+        let mut streams: Vec<String> = self
+            .busy_streams()
+            .await?
+            .into_iter()
+            .map(|(stream, _)| stream)
+            .collect();
+        if streams.is_empty() || max == 0 {
+            return Ok(Vec::new());
+        }
+        let start = self.rotation.fetch_add(1, Ordering::Relaxed) % streams.len();
+        streams.rotate_left(start);
+        let mut taken = Vec::new();
+        for stream in &streams {
+            if taken.len() >= max {
+                break;
+            }
+            self.ensure_group(stream).await?;
+            let reclaimed = self
+                .reclaim(stream, consumer, max - taken.len(), reclaim_after)
+                .await?;
+            taken.extend(reclaimed);
+            if taken.len() < max {
+                let fresh = self.read_new(stream, consumer, max - taken.len()).await?;
+                taken.extend(fresh);
+            }
+        }
+        Ok(taken)
+    }
+
+    async fn ack(&self, entries: &[OutboxEntry]) -> Result<(), StoreError> {
+        let mut by_stream: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for entry in entries {
+            let (stream, id) = receipt(entry)?;
+            by_stream.entry(stream).or_default().push(id);
+        }
+        for (stream, ids) in by_stream {
+            // XDEL first: a crash before the XACK leaves a pending id whose
+            // entry is gone, which XAUTOCLAIM clears without handing it out.
+            let mut pipe = redis::pipe();
+            pipe.cmd("XDEL").arg(stream).arg(&ids);
+            pipe.cmd("XACK").arg(stream).arg(GROUP).arg(&ids);
+            let _: (u64, u64) = self.inner.pipeline("outbox", &pipe).await?;
+        }
+        Ok(())
+    }
+
+    async fn backlog(&self) -> Result<Backlog, StoreError> {
+        let mut backlog = Backlog::default();
+        for (stream, len) in self.busy_streams().await? {
+            let mut cmd = redis::cmd("XRANGE");
+            cmd.arg(&stream).arg("-").arg("+").arg("COUNT").arg(1);
+            let first: Vec<(String, Value)> = self.query(&cmd).await?;
+            backlog.pending += len;
+            if let Some((id, _)) = first.first() {
+                let at = entry_time(id).ok_or_else(|| corrupt("outbox entry"))?;
+                backlog.oldest = Some(backlog.oldest.map_or(at, |o| o.min(at)));
+            }
+        }
+        Ok(backlog)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn an_entry_id_is_its_time() {
+        assert_eq!(
+            entry_time("1700000000123-4"),
+            Some(Timestamp::from_unix_millis(1_700_000_000_123))
+        );
+        assert_eq!(entry_time("x"), None);
+    }
+
+    #[test]
+    fn entries_and_receipts_round_trip() {
+        let value = Value::Array(vec![
+            Value::BulkString(b"5-0".to_vec()),
+            Value::Array(vec![
+                Value::BulkString(b"run".to_vec()),
+                Value::BulkString(b"r1".to_vec()),
+                Value::BulkString(b"call".to_vec()),
+                Value::BulkString(b"c1".to_vec()),
+            ]),
+        ]);
+        let parsed = entry("p:outbox:{7}", &value).unwrap().unwrap();
+        assert_eq!(parsed.key.run_id.as_str(), "r1");
+        assert_eq!(parsed.key.tool_call_id.as_str(), "c1");
+        assert_eq!(receipt(&parsed).unwrap(), ("p:outbox:{7}", "5-0"));
+        let deleted = Value::Array(vec![Value::BulkString(b"6-0".to_vec()), Value::Nil]);
+        assert_eq!(entry("s", &deleted).unwrap(), None);
+    }
+}

@@ -1,0 +1,114 @@
+//! The outbox conformance scenarios against a real Redis and a real 3-node
+//! Redis Cluster, plus what only Redis has: one stream per hash slot, found
+//! by `SCAN` on every primary, never trimmed.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use invocation_core::conformance::{OutboxHarness, fresh_run_id, new_invocation};
+use invocation_core::{Clock, Finalization, InvocationStore, Outbox, ReadyEvidence, SystemClock};
+use store_redis::testing::{shared_cluster_urls, shared_url, unique_prefix};
+use store_redis::{RedisConfig, RedisStore};
+
+/// Redis keeps real time: the reclaim scenario sleeps past the idle time.
+struct RedisOutboxHarness {
+    cluster: bool,
+}
+
+impl RedisOutboxHarness {
+    fn store(&self) -> RedisStore {
+        let config = if self.cluster {
+            RedisConfig::cluster(shared_cluster_urls())
+        } else {
+            RedisConfig::single(shared_url())
+        };
+        RedisStore::new(config.key_prefix(unique_prefix()).outbox(true)).expect("store")
+    }
+}
+
+#[async_trait]
+impl OutboxHarness for RedisOutboxHarness {
+    async fn fresh(&self) -> (Arc<dyn InvocationStore>, Arc<dyn Outbox>) {
+        let store = self.store();
+        let outbox = store.outbox();
+        (Arc::new(store), Arc::new(outbox))
+    }
+
+    fn clock(&self) -> Arc<dyn Clock> {
+        Arc::new(SystemClock)
+    }
+
+    async fn advance(&self, by: Duration) {
+        tokio::time::sleep(by).await;
+    }
+}
+
+mod single_node {
+    use super::*;
+    invocation_core::outbox_conformance_tests!(RedisOutboxHarness { cluster: false });
+}
+
+mod cluster {
+    use super::*;
+    invocation_core::outbox_conformance_tests!(RedisOutboxHarness { cluster: true });
+}
+
+fn ready() -> Finalization {
+    Finalization::Ready {
+        evidence: ReadyEvidence::NoEvidence,
+        raw_json: "{}".into(),
+        agent_result_json: "{}".into(),
+        redactions: Default::default(),
+        replayed_from: None,
+        finished_at: SystemClock.now(),
+        timings: None,
+    }
+}
+
+/// Runs spread over every primary of the cluster: their entries are found
+/// on all of them, and each run's stream is in the run's slot (the scripts
+/// would fail with CROSSSLOT otherwise).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_streams_are_found_on_every_primary() {
+    let store = RedisOutboxHarness { cluster: true }.store();
+    let outbox = store.outbox();
+    let clock = SystemClock;
+    let mut expected = BTreeSet::new();
+    for _ in 0..24 {
+        let run = fresh_run_id();
+        let new = new_invocation(&clock, &run, "c1", "tool_a", "x");
+        store.create(new.clone()).await.unwrap();
+        store.finalize(&new.key, ready()).await.unwrap();
+        expected.insert(new.key);
+    }
+    let streams = outbox.streams().await.unwrap();
+    assert!(streams.len() > 1, "24 runs land in more than one slot");
+    let mut got = BTreeSet::new();
+    loop {
+        let batch = outbox.take("w", 7, Duration::from_secs(60)).await.unwrap();
+        if batch.is_empty() {
+            break;
+        }
+        outbox.ack(&batch).await.unwrap();
+        got.extend(batch.into_iter().map(|e| e.key));
+    }
+    assert_eq!(got, expected);
+    assert_eq!(outbox.backlog().await.unwrap().pending, 0);
+}
+
+/// A store with its outbox off (the default) writes no stream at all.
+#[tokio::test]
+async fn the_outbox_is_off_by_default() {
+    let store =
+        RedisStore::new(RedisConfig::single(shared_url()).key_prefix(unique_prefix())).unwrap();
+    let run = fresh_run_id();
+    let new = new_invocation(&SystemClock, &run, "c1", "tool_a", "x");
+    store.create(new.clone()).await.unwrap();
+    store.finalize(&new.key, ready()).await.unwrap();
+    assert!(store.outbox().streams().await.unwrap().is_empty());
+    assert_eq!(store.outbox().backlog().await.unwrap().pending, 0);
+}
