@@ -5,7 +5,8 @@
 //! `[mysql]` [`projectors_mysql::MysqlConfig`], `[logs]`
 //! [`projectors_logs::LogsConfig`], `[redaction]`
 //! [`invocation_core::redact::RedactionConfig`]; `[run]`, `[knowledge]` and `[serve]` are
-//! the CLI's own, and `aci serve --http` adds `[auth]` ([`crate::http::config`]).
+//! the CLI's own, `aci serve --http` adds `[auth]` ([`crate::http::config`]),
+//! and `[telemetry]` is [`crate::telemetry::TelemetrySection`].
 //!
 //! The one example of every key is the README's "Configuration" section (and
 //! its "Serving many agents over HTTP" section for `[auth]`); a test parses
@@ -24,6 +25,7 @@ use store_redis::RedisSettings;
 
 use crate::error::CliError;
 pub(crate) use crate::http::config::AuthSection;
+use crate::telemetry::TelemetrySection;
 
 /// The whole configuration file.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -52,6 +54,9 @@ pub(crate) struct Config {
     /// (the built-in rules always apply).
     #[serde(default)]
     pub(crate) redaction: RedactionConfig,
+    /// `[telemetry]`: OpenTelemetry traces over OTLP/HTTP.
+    #[serde(default)]
+    pub(crate) telemetry: TelemetrySection,
 }
 
 /// `[run]`.

@@ -27,6 +27,7 @@ mod output;
 mod pretty;
 mod server;
 mod stdio;
+mod telemetry;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
