@@ -28,9 +28,9 @@ use tower_http::limit::RequestBodyLimitLayer;
 use tokio_util::sync::CancellationToken;
 
 use super::auth::{AuthLayerState, Authenticator, require_bearer};
-use super::workers::Connection;
 use super::metrics::Metrics;
 use super::ops::{self, OpsState};
+use super::workers::Connection;
 use crate::config::Config;
 use crate::server::{McpSession, Principal, RequestFacts, Server, TransportFacts};
 use crate::telemetry::NetworkTransport;

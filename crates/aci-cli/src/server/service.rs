@@ -284,7 +284,10 @@ impl McpService {
             "tools/call"
         );
         if trace.is_on() {
-            trace.request(&server_facts(&facts, request, context), ids.run_id.as_deref());
+            trace.request(
+                &server_facts(&facts, request, context),
+                ids.run_id.as_deref(),
+            );
         }
         let (Some(run_id), Some(run)) = (ids.run_id, ids.context_run) else {
             return Answer::refused(ErrorCode::RunMismatch, &ids.tool_call_id);

@@ -1,7 +1,7 @@
 //! Traces: every `tools/call` an OpenTelemetry span, exported over OTLP/HTTP
 //! with protobuf.
 //!
-//! - [`config`]: `[telemetry]`;
+//! - [`config`]: the `[telemetry]` section;
 //! - [`export`]: the batch processor with its bounded queue and the count
 //!   of dropped spans, and the trace ids of runs;
 //! - [`spans`]: what a call's spans carry ([`CallTrace`]).
@@ -55,10 +55,13 @@ fn installed() -> Option<&'static Telemetry> {
 /// endpoint variable, and the SDK not disabled.
 fn enabled(section: &TelemetrySection) -> bool {
     let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
-    let disabled = std::env::var("OTEL_SDK_DISABLED")
-        .is_ok_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    let disabled =
+        std::env::var("OTEL_SDK_DISABLED").is_ok_and(|v| v.trim().eq_ignore_ascii_case("true"));
     !disabled
-        && (section.otlp_endpoint.as_deref().is_some_and(|e| !e.is_empty())
+        && (section
+            .otlp_endpoint
+            .as_deref()
+            .is_some_and(|e| !e.is_empty())
             || set("OTEL_EXPORTER_OTLP_ENDPOINT")
             || set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
 }
@@ -87,11 +90,10 @@ pub(crate) fn install(section: &TelemetrySection) -> Result<bool, CliError> {
              OTEL_EXPORTER_OTLP_HEADERS",
         )
     })?;
-    let mut resource = Resource::builder()
-        .with_attribute(opentelemetry::KeyValue::new(
-            "service.version",
-            env!("CARGO_PKG_VERSION"),
-        ));
+    let mut resource = Resource::builder().with_attribute(opentelemetry::KeyValue::new(
+        "service.version",
+        env!("CARGO_PKG_VERSION"),
+    ));
     if std::env::var_os("OTEL_SERVICE_NAME").is_none_or(|v| v.is_empty()) {
         resource = resource.with_service_name("aci");
     }
@@ -123,8 +125,7 @@ pub(crate) async fn shutdown(within: Duration) {
     };
     let provider = telemetry.provider.clone();
     // The SDK's shutdown blocks on its export thread's answer.
-    let stopped =
-        tokio::task::spawn_blocking(move || provider.shutdown_with_timeout(within)).await;
+    let stopped = tokio::task::spawn_blocking(move || provider.shutdown_with_timeout(within)).await;
     if !matches!(stopped, Ok(Ok(()))) {
         tracing::warn!(
             within_secs = within.as_secs(),

@@ -30,9 +30,7 @@ use std::time::SystemTime;
 use aci_contracts::{ErrorCode, InvocationStatus, ToolName};
 use invocation_core::BoundaryOutcome;
 use opentelemetry::propagation::{Extractor, TextMapPropagator as _};
-use opentelemetry::trace::{
-    Span as _, SpanKind, Status, TraceContextExt as _, Tracer as _,
-};
+use opentelemetry::trace::{Span as _, SpanKind, Status, TraceContextExt as _, Tracer as _};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use rmcp::model::{RequestId, RequestMetaObject};
@@ -236,7 +234,9 @@ impl Gathered {
             Some(t) => format!("{prefix} {}", t.as_str()),
             None => prefix.to_owned(),
         };
-        let error = answer.code.filter(|_| answer.status == InvocationStatus::Error);
+        let error = answer
+            .code
+            .filter(|_| answer.status == InvocationStatus::Error);
 
         let root_trace = self.run_id.as_deref().map(run_trace_id);
         let parent = match &self.server {
@@ -300,7 +300,9 @@ impl Gathered {
             .with_attributes(attributes);
         let mut execute = match root_trace.filter(|_| self.server.is_none()) {
             // `aci call`: the tool span is the root, in the run's trace.
-            Some(trace_id) => with_trace_id(trace_id, || builder.start_with_context(tracer, &parent)),
+            Some(trace_id) => {
+                with_trace_id(trace_id, || builder.start_with_context(tracer, &parent))
+            }
             None => builder.start_with_context(tracer, &parent),
         };
         if let Some(code) = error {
@@ -414,11 +416,15 @@ mod tests {
         let context = parent_context([None, Some(&meta)]).unwrap();
         let span = context.span();
         let parent = span.span_context();
-        assert_eq!(parent.trace_id().to_string(), "0af7651916cd43dd8448eb211c80319c");
+        assert_eq!(
+            parent.trace_id().to_string(),
+            "0af7651916cd43dd8448eb211c80319c"
+        );
         assert_eq!(parent.span_id().to_string(), "b7ad6b7169203331");
         assert!(parent.is_remote() && parent.is_sampled());
         assert_eq!(parent.trace_state().get("k"), Some("v"));
-        let bad = RequestMetaObject::from(json!({"traceparent": "junk"}).as_object().unwrap().clone());
+        let bad =
+            RequestMetaObject::from(json!({"traceparent": "junk"}).as_object().unwrap().clone());
         assert!(parent_context([Some(&bad), None]).is_none());
         assert!(parent_context([None, None]).is_none());
     }
