@@ -11,12 +11,13 @@ use std::collections::BTreeSet;
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 use support::HANG_GUARD;
-use support::command::{aci_async, stderr};
+use support::command::{aci_async, inspect, stderr};
+use support::contract::call_id;
 use support::files::{config_file, unique};
 use support::http::http_client;
 use support::http::replica::{Replica, mcp_post, tools_call_body};
 use support::otlp::{Behaviour, ReceivedSpan, Receiver, find};
-use support::stdio::{RawSession, SilentServer, mysql_arguments};
+use support::stdio::{RawSession, SilentServer, assert_abandoned, mysql_arguments, run_args};
 
 const SERVER: i32 = 2;
 const INTERNAL: i32 = 1;
@@ -498,4 +499,58 @@ async fn aci_call_exports_its_span_before_it_exits() {
     assert_eq!(span.trace_id, run_trace_id(&run));
     assert_eq!(keys(span), tool_keys(&RECORDED));
     assert_eq!(span.attr("gen_ai.tool.call.id"), "c-cli");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_abandoned_at_shutdown_is_a_span_with_its_record() {
+    let receiver = Receiver::start(Behaviour::Accept).await;
+    let silent = SilentServer::start().await;
+    let config = config_file(
+        "traces-abandon",
+        &format!(
+            "[telemetry]\notlp_endpoint = \"{}\"\n[serve]\ndrain_secs = 1\n{}",
+            receiver.endpoint,
+            silent.mysql_config()
+        ),
+    );
+    let store = store_redis::testing::shared_url();
+    let run = unique("run");
+    let mut session = RawSession::start(&run_args(&config, &store, &run)).await;
+    session
+        .send_call(
+            &json!(1),
+            "query_mysql",
+            Some(mysql_arguments()),
+            Some(call_id("c-slow")),
+        )
+        .await;
+    // Running: its record exists.
+    let running = async {
+        while !inspect(&run, &store, None)
+            .await
+            .iter()
+            .any(|r| r["tool_call_id"] == "c-slow")
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(HANG_GUARD, running).await.unwrap();
+    session.signal("TERM");
+    let abandoned = session.response(&json!(1)).await;
+    assert_abandoned(&abandoned, "c-slow");
+    let (status, _, stderr) = session.finish().await;
+    assert!(status.success(), "{stderr}");
+
+    // Exported at shutdown, within the drain time.
+    let spans = receiver.wait_for("2 spans", |s| s.len() >= 2).await;
+    let (tool, server) = call_spans(&spans, "c-slow");
+    let mut want = tool_keys(&RECORDED);
+    want.insert("error.type".to_owned());
+    assert_eq!(keys(tool), want);
+    assert_eq!(tool.attr("error.type"), "EXECUTION_ABANDONED");
+    assert_eq!(tool.attr("aci.record.status"), "ERROR");
+    assert_eq!(
+        (tool.status_code, server.status_code),
+        (STATUS_ERROR, STATUS_ERROR)
+    );
 }

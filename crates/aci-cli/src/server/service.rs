@@ -287,6 +287,7 @@ impl McpService {
             trace.request(
                 &server_facts(&facts, request, context),
                 ids.run_id.as_deref(),
+                &ids.tool_call_id,
             );
         }
         let (Some(run_id), Some(run)) = (ids.run_id, ids.context_run) else {
@@ -332,6 +333,7 @@ impl McpService {
             }
             () = ticket.abandoned() => {
                 tracing::info!("a running call was abandoned");
+                trace.abandoned(invoked);
                 Answer::refused(ErrorCode::ExecutionAbandoned, &ids.tool_call_id)
             }
         }

@@ -39,3 +39,29 @@ impl TelemetrySection {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+
+    #[test]
+    fn the_section_parses_and_checks_its_ratio() {
+        let config = Config::parse(
+            "[telemetry]\notlp_endpoint = \"http://127.0.0.1:4318\"\ncapture_content = true\nsample_ratio = 0.25\n",
+        )
+        .unwrap();
+        let section = &config.telemetry;
+        assert_eq!(
+            section.otlp_endpoint.as_deref(),
+            Some("http://127.0.0.1:4318")
+        );
+        assert!(section.capture_content);
+        assert_eq!(section.sample_ratio(), Ok(Some(0.25)));
+        let default = Config::parse("").unwrap().telemetry;
+        assert!(!default.capture_content && default.otlp_endpoint.is_none());
+        let over = Config::parse("[telemetry]\nsample_ratio = 1.5\n").unwrap();
+        assert!(over.telemetry.sample_ratio().is_err());
+        let err = Config::parse("[telemetry]\nheaders = \"x\"\n").unwrap_err();
+        assert!(err.contains("unknown field `headers`"), "{err}");
+    }
+}

@@ -27,7 +27,7 @@
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use aci_contracts::{ErrorCode, InvocationStatus, ToolName};
+use aci_contracts::{ErrorCode, InvocationStatus, ToolCallId, ToolName};
 use invocation_core::BoundaryOutcome;
 use opentelemetry::propagation::{Extractor, TextMapPropagator as _};
 use opentelemetry::trace::{Span as _, SpanKind, Status, TraceContextExt as _, Tracer as _};
@@ -90,6 +90,10 @@ struct Gathered {
     started: SystemTime,
     server: Option<OwnedServerFacts>,
     run_id: Option<String>,
+    /// The call's id when it is a valid one (the record's key).
+    tool_call_id: Option<String>,
+    /// Given up while the boundary ran: its guard finalizes the record.
+    abandoned: bool,
     arguments: Option<String>,
     executed: Option<(SystemTime, SystemTime)>,
     outcome: Option<OutcomeFacts>,
@@ -124,6 +128,8 @@ impl CallTrace {
                     started: SystemTime::now(),
                     server: None,
                     run_id: None,
+                    tool_call_id: None,
+                    abandoned: false,
                     arguments: None,
                     executed: None,
                     outcome: None,
@@ -138,11 +144,19 @@ impl CallTrace {
     }
 
     /// The request's facts, as the transport and the id resolver know them.
-    pub(crate) fn request(&mut self, facts: &ServerFacts<'_>, run_id: Option<&str>) {
+    pub(crate) fn request(
+        &mut self,
+        facts: &ServerFacts<'_>,
+        run_id: Option<&str>,
+        tool_call_id: &str,
+    ) {
         let Some(gathered) = &mut self.gathered else {
             return;
         };
         gathered.run_id = run_id.map(str::to_owned);
+        gathered.tool_call_id = ToolCallId::new(tool_call_id)
+            .ok()
+            .map(ToolCallId::into_string);
         gathered.server = Some(OwnedServerFacts {
             parent: parent_context(facts.metas),
             request_id: facts.request_id.to_string(),
@@ -185,6 +199,15 @@ impl CallTrace {
             truncated: control.truncated,
             recorded: recorded(control.error_code),
         });
+    }
+
+    /// The server gave the call up while the boundary ran it (since
+    /// `started`): the boundary's guard finalizes its record.
+    pub(crate) fn abandoned(&mut self, started: SystemTime) {
+        if let Some(gathered) = &mut self.gathered {
+            gathered.executed = Some((started, SystemTime::now()));
+            gathered.abandoned = true;
+        }
     }
 
     /// The call of `tool` (the client's text) was answered `answer`: makes
@@ -266,10 +289,10 @@ impl Gathered {
             attributes.push(KeyValue::new("aci.run.id", run.clone()));
         }
         let outcome = self.outcome.as_ref();
-        if let Some(id) = outcome.and_then(|o| o.tool_call_id.clone()) {
+        if let Some(id) = outcome.map_or(self.tool_call_id.clone(), |o| o.tool_call_id.clone()) {
             attributes.push(KeyValue::new("gen_ai.tool.call.id", id));
         }
-        if outcome.is_some_and(|o| o.recorded) {
+        if self.abandoned || outcome.is_some_and(|o| o.recorded) {
             attributes.push(KeyValue::new("aci.record.status", answer.status.as_str()));
         }
         attributes.push(KeyValue::new(
