@@ -125,6 +125,7 @@ impl Prebuilt {
             redactions: Default::default(),
             replayed_from: None,
             finished_at: SystemClock.now(),
+            timings: None,
         }
     }
 }

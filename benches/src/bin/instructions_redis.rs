@@ -97,6 +97,7 @@ async fn bare(store: &RedisStore, calls: usize) -> Outcome<()> {
                     redactions: Default::default(),
                     replayed_from: None,
                     finished_at: SystemClock.now(),
+                    timings: None,
                 },
             )
             .await?;

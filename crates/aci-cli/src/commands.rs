@@ -336,6 +336,23 @@ fn record_json(r: &InvocationRecord) -> Value {
         "replayed_from": r.replayed_from,
     });
     if let Some(object) = line.as_object_mut() {
+        if let Some(retryable) = r.retryable {
+            object.insert("retryable".to_owned(), Value::Bool(retryable));
+        }
+        if !r.redactions.is_empty() {
+            object.insert("redactions".to_owned(), json!(r.redactions));
+        }
+        if let Some(t) = r.timings {
+            let micros = |d: std::time::Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+            object.insert(
+                "timings_us".to_owned(),
+                json!({
+                    "preflight": micros(t.preflight),
+                    "execution": t.execution.map(micros),
+                    "projection": t.projection.map(micros),
+                }),
+            );
+        }
         for (key, value) in [
             ("request", parse(&r.request_json)),
             ("agent_result", parse(&r.agent_result_json)),

@@ -362,6 +362,13 @@ fn a_run_on_redis_is_inspected_and_verified_by_later_commands() {
         entries.iter().all(|e| e.get("raw").is_none()),
         "raw only with --raw"
     );
+    // Where each call's time went; an ERROR says whether to retry.
+    for entry in &entries {
+        let timings = &entry["timings_us"];
+        assert!(timings["preflight"].is_u64(), "{entry}");
+        assert!(timings["execution"].is_u64(), "{entry}");
+    }
+    assert_eq!(entries[2]["retryable"], false, "{}", entries[2]);
     let with_raw = aci(&["inspect", "--run", &run, "--store", &url, "--raw"]);
     let first: Value = serde_json::from_str(stdout(&with_raw).lines().next().unwrap()).unwrap();
     assert!(first["raw"].is_object(), "{first}");

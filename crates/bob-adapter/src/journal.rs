@@ -368,6 +368,7 @@ impl StoreToolJournal {
                         retryable: code.is_transient(),
                         raw_json: None,
                         finished_at: self.clock.now(),
+                        timings: None,
                     };
                     let _ = self.store.finalize(&key, finalization).await;
                     return;
@@ -394,12 +395,14 @@ impl StoreToolJournal {
                 redactions: Default::default(),
                 replayed_from: None,
                 finished_at,
+                timings: None,
             },
             Outcome::Failed { code, output_json } => Finalization::Error {
                 error_code: *code,
                 retryable: code.is_transient(),
                 raw_json: Some(output_json.clone()),
                 finished_at,
+                timings: None,
             },
         };
         match self.store.finalize(key, finalization).await {

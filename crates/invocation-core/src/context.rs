@@ -242,4 +242,8 @@ pub struct BoundaryOutcome {
     pub observation: ModelObservation,
     /// For the harness only.
     pub control: HarnessControlView,
+    /// Where the boundary spent the call's time (for traces and metrics;
+    /// not part of either view, so not serialized).
+    #[serde(skip)]
+    pub timings: crate::PhaseTimings,
 }

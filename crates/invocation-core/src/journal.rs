@@ -149,6 +149,7 @@ impl Journal {
                 retryable: ErrorCode::ExecutionAbandoned.is_transient(),
                 raw_json: None,
                 finished_at: self.clock.now(),
+                timings: None,
             };
             match self.store.finalize(&record.key, finalization).await {
                 Ok(()) => recovered.push(record.key.tool_call_id),

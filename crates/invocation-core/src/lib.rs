@@ -70,7 +70,7 @@ pub use limits::{
 pub use port_error::PortError;
 pub use record::{
     Budgets, Created, FinalFields, Finalization, InvocationKey, InvocationRecord, NewInvocation,
-    ReadyEvidence, RecordFields, RunState, RunTerms, SameScope,
+    PhaseTimings, ReadyEvidence, RecordFields, RunState, RunTerms, SameScope,
 };
 pub use store::{BoxError, InvocationStore, ScopeIndex, Settled, StoreError, Unsettled};
 pub use tool::SourceError;

@@ -154,6 +154,21 @@ impl ReadyEvidence {
     }
 }
 
+/// Where the boundary spent a call's time, phase by phase, measured with a
+/// monotonic clock (not the boundary's [`Clock`](crate::Clock)). A phase the
+/// call never reached is `None`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PhaseTimings {
+    /// Preflight: the checks before the record is created.
+    pub preflight: Duration,
+    /// The executor, under its timeout (`None`: it never ran, as for a
+    /// replayed result or a refused create).
+    pub execution: Option<Duration>,
+    /// Serializing the raw response, projecting it and checking the result
+    /// (`None`: not reached).
+    pub projection: Option<Duration>,
+}
+
 /// The one transition out of `PROJECTING`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Finalization {
@@ -172,6 +187,9 @@ pub enum Finalization {
         replayed_from: Option<ToolCallId>,
         /// When the call finished.
         finished_at: Timestamp,
+        /// Where the boundary spent the call's time (`None` when it is not
+        /// the boundary's own conclusion).
+        timings: Option<PhaseTimings>,
     },
     /// `PROJECTING -> ERROR` (evidence status `ERROR`).
     Error {
@@ -185,6 +203,9 @@ pub enum Finalization {
         raw_json: Option<String>,
         /// When the call finished.
         finished_at: Timestamp,
+        /// Where the boundary spent the call's time (`None` for an abandoned,
+        /// settled or recovered call).
+        timings: Option<PhaseTimings>,
     },
 }
 
@@ -210,6 +231,7 @@ impl Finalization {
                 redactions,
                 replayed_from,
                 finished_at,
+                timings,
             } => FinalFields {
                 status: InvocationStatus::Ready,
                 evidence_status: evidence.status(),
@@ -220,12 +242,14 @@ impl Finalization {
                 agent_result_json: Some(agent_result_json),
                 replayed_from: replayed_from.as_ref(),
                 redactions: (!redactions.is_empty()).then_some(redactions),
+                timings: *timings,
             },
             Self::Error {
                 error_code,
                 retryable,
                 raw_json,
                 finished_at,
+                timings,
             } => FinalFields {
                 status: InvocationStatus::Error,
                 evidence_status: EvidenceStatus::Error,
@@ -236,6 +260,7 @@ impl Finalization {
                 agent_result_json: None,
                 replayed_from: None,
                 redactions: None,
+                timings: *timings,
             },
         }
     }
@@ -275,6 +300,8 @@ pub struct FinalFields<'a> {
     pub replayed_from: Option<&'a ToolCallId>,
     /// What the projection redacted, per rule (READY, when anything was).
     pub redactions: Option<&'a Redactions>,
+    /// Where the boundary spent the call's time, when it concluded the call.
+    pub timings: Option<PhaseTimings>,
 }
 
 /// Which parts of a record a read returns. Metadata is always returned.
@@ -320,6 +347,9 @@ pub struct InvocationRecord {
     /// (never the values; empty when nothing was, and for ERROR records).
     /// A metadata field: read with every [`RecordFields`].
     pub redactions: Redactions,
+    /// Where the boundary spent the call's time, when it concluded the call
+    /// itself (a metadata field).
+    pub timings: Option<PhaseTimings>,
     /// Size of the request text in bytes.
     pub request_bytes: u64,
     /// Size of the stored raw response in bytes, when stored.
@@ -353,6 +383,7 @@ impl InvocationRecord {
             finished_at: None,
             replayed_from: None,
             redactions: Redactions::new(),
+            timings: None,
             raw_bytes: None,
             agent_result_bytes: None,
             request_json: Some(new.request_json),
@@ -372,6 +403,7 @@ impl InvocationRecord {
         self.finished_at = Some(fields.finished_at);
         self.replayed_from = fields.replayed_from.cloned();
         self.redactions = fields.redactions.cloned().unwrap_or_default();
+        self.timings = fields.timings;
         self.raw_bytes = fields.raw_json.map(|raw| raw.len() as u64);
         self.agent_result_bytes = fields.agent_result_json.map(|result| result.len() as u64);
         (self.raw_json, self.agent_result_json) = finalization.into_payloads();
@@ -393,6 +425,7 @@ impl InvocationRecord {
             finished_at: self.finished_at,
             replayed_from: self.replayed_from.clone(),
             redactions: self.redactions.clone(),
+            timings: self.timings,
             request_bytes: self.request_bytes,
             raw_bytes: self.raw_bytes,
             agent_result_bytes: self.agent_result_bytes,

@@ -168,6 +168,47 @@ async fn executor_error_panic_and_timeout_finalize_error() {
     assert_eq!(ok.control.status, InvocationStatus::Ready);
 }
 
+/// Where a call's time went, phase by phase: in the outcome (for traces)
+/// and in the record (for reviews); a phase not reached is unknown.
+#[tokio::test]
+async fn phase_timings_are_returned_and_recorded() {
+    let f = fixture_with(Limits::default(), |s| s.timeout(Duration::from_millis(50)));
+    let ok = f
+        .boundary
+        .invoke(&ctx(), envelope("t_ok", args(Mode::Found, "x")))
+        .await;
+    assert_eq!(ok.control.status, InvocationStatus::Ready);
+    assert!(ok.timings.execution.is_some() && ok.timings.projection.is_some());
+    assert_eq!(record(&f, "t_ok").await.timings, Some(ok.timings));
+
+    let slow = f
+        .boundary
+        .invoke(&ctx(), envelope("t_slow", args(Mode::Sleep, "x")))
+        .await;
+    assert_error(&slow, ErrorCode::ExecutionTimeout);
+    let execution = slow.timings.execution.expect("the executor ran");
+    assert!(execution >= Duration::from_millis(50), "{execution:?}");
+    assert_eq!(slow.timings.projection, None, "never projected");
+    assert_eq!(record(&f, "t_slow").await.timings, Some(slow.timings));
+
+    let refused = f
+        .boundary
+        .invoke(&ctx(), envelope("t_refused", "[]".to_owned()))
+        .await;
+    assert_error(&refused, ErrorCode::InvalidInput);
+    assert_eq!(
+        (refused.timings.execution, refused.timings.projection),
+        (None, None)
+    );
+    assert!(
+        f.store
+            .get(&key("t_refused"), RecordFields::Metadata)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
 #[tokio::test]
 async fn retryability_is_recorded_with_the_error_and_shown_to_the_harness_only() {
     let f = fixture(Limits::default());

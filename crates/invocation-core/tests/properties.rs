@@ -105,9 +105,10 @@ proptest! {
                             redactions: Default::default(),
                             replayed_from: None,
                             finished_at: clock.now(),
+                            timings: None,
                         }
                     } else {
-                        Finalization::Error { error_code: ErrorCode::ExecutionFailed, retryable: true, raw_json: None, finished_at: clock.now() }
+                        Finalization::Error { error_code: ErrorCode::ExecutionFailed, retryable: true, raw_json: None, finished_at: clock.now(), timings: None }
                     };
                     let result = rt.block_on(store.finalize(&key_of(i), finalization));
                     match model.get_mut(&i) {

@@ -633,6 +633,39 @@ fn the_readme_logs_example_compiles() {
     );
 }
 
+/// A PostgreSQL secondary line of another pid starts an event of its own;
+/// when it is the file's last event, after the last line that certainly
+/// starts one (a head), the window search still reads it: a file is skipped
+/// as ending before the window only when no line that may start an event is
+/// in it.
+#[test]
+fn a_secondary_line_after_the_last_head_is_searched() {
+    let dir = tempfile::tempdir().unwrap();
+    let head = NOW_MILLIS - 40 * MINUTE;
+    let detail = NOW_MILLIS - 30 * MINUTE;
+    let pg = |ms: i64, pid: u32, severity: &str, text: &str| {
+        let at = chrono::DateTime::from_timestamp_millis(ms)
+            .unwrap()
+            .format("%Y-%m-%d %H:%M:%S%.3f");
+        format!("{at} UTC [{pid}] {severity}:  {text}\n")
+    };
+    let text = [
+        pg(head, 12, "ERROR", "pool exhausted"),
+        pg(head + 1_000, 11, "DETAIL", "an orphan detail"),
+        "\tat x.Y(F.java:1)\n".to_owned(),
+        pg(detail, 12, "DETAIL", "caf\u{e9} detail"),
+    ]
+    .concat();
+    std::fs::write(dir.path().join("app.log"), &text).unwrap();
+    let section = topic(dir.path(), &["app.log"], LogFormat::Postgresql);
+    for threshold in [0, u64::MAX] {
+        let source = source(section.clone()).with_seek_threshold(threshold);
+        let (found, count, stats) = run(&source, &last("caf\u{e9}", 30));
+        assert_eq!(count, 1, "threshold {threshold}: {stats:?}");
+        assert_eq!(found, ["caf\u{e9} detail"]);
+    }
+}
+
 mod properties {
     use super::*;
     use proptest::prelude::*;

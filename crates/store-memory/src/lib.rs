@@ -297,6 +297,7 @@ impl InvocationStore for MemoryStore {
             retryable: error_code.is_transient(),
             raw_json: None,
             finished_at,
+            timings: None,
         };
         let id = &call.key.tool_call_id;
         match run.records.get_mut(id).filter(|e| e.expires_at > now) {

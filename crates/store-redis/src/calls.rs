@@ -278,6 +278,13 @@ fn outcome(cmd: &mut Cmd, scratch: &mut Scratch, finalization: &Finalization) {
             codec::encode_redactions(redactions).as_bytes(),
         );
     }
+    if let Some(timings) = &fields.timings {
+        pair(
+            cmd,
+            codec::TIMINGS,
+            codec::encode_timings(timings).as_bytes(),
+        );
+    }
 }
 
 /// The settle call. KEYS: record, scopes. ARGV: attempt token, ttl ms, tool
@@ -306,6 +313,7 @@ pub(crate) fn settle(
         retryable: error_code.is_transient(),
         raw_json: None,
         finished_at,
+        timings: None,
     };
     let mut written = Cmd::new();
     outcome(&mut written, &mut scratch, &finalization);
@@ -464,6 +472,7 @@ mod tests {
             },
             replayed_from: Some(ToolCallId::new("c0").unwrap()),
             finished_at: Timestamp::from_unix_millis(42),
+            timings: None,
         };
         assert_eq!(
             words(&finalize(&FINALIZE, Invoke::Sha, "p", &key(), &ready)),
@@ -500,6 +509,7 @@ mod tests {
             retryable: false,
             raw_json: None,
             finished_at: Timestamp::from_unix_millis(43),
+            timings: None,
         };
         assert_eq!(
             words(&finalize(&FINALIZE, Invoke::Sha, "p", &key(), &error))[5..],

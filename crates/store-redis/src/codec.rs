@@ -13,6 +13,7 @@
 //! | `created_at`, `finished_at` | always / finalized | Unix milliseconds |
 //! | `replayed_from` | replayed READY | a tool call id |
 //! | `redactions` | READY with redactions | `{"rule": count}` (JSON), never values |
+//! | `timings` | concluded by the boundary | `preflight,execution,projection` in microseconds, a phase not reached empty |
 //! | `request_bytes`, `raw_bytes`, `result_bytes` | when the payload is stored | UTF-8 bytes |
 //! | `attempt` | always | the create attempt's token (decimal) |
 //! | `tombstone` | tombstones only | `1`: settled with no create applied |
@@ -24,18 +25,21 @@
 //! calls (a tombstone's from [`tombstone`]); this module reads them back.
 
 use std::borrow::Cow;
+use std::time::Duration;
 
 use aci_contracts::{ErrorCode, EvidenceStatus, InvocationStatus, RunId, Timestamp, ToolCallId};
 use invocation_core::redact::Redactions;
 use invocation_core::{
-    InvocationKey, InvocationRecord, RecordFields, ScopeFingerprint, StoreError, Unsettled,
+    InvocationKey, InvocationRecord, PhaseTimings, RecordFields, ScopeFingerprint, StoreError,
+    Unsettled,
 };
 
 pub(crate) const STATUS: &str = "status";
 pub(crate) const REDACTIONS: &str = "redactions";
+pub(crate) const TIMINGS: &str = "timings";
 
 /// The small fields, in the order `decode` reads them.
-const METADATA: [&str; 15] = [
+const METADATA: [&str; 16] = [
     "run_id",
     "tool_call_id",
     "tool_name",
@@ -48,6 +52,7 @@ const METADATA: [&str; 15] = [
     "finished_at",
     "replayed_from",
     REDACTIONS,
+    TIMINGS,
     "request_bytes",
     "raw_bytes",
     "result_bytes",
@@ -168,6 +173,9 @@ pub(crate) fn decode(
         .map(|s| serde_json::from_str::<Redactions>(&s).map_err(|_| corrupt(REDACTIONS)))
         .transpose()?
         .unwrap_or_default();
+    let timings = optional(next(), TIMINGS)?
+        .map(|s| decode_timings(&s).ok_or_else(|| corrupt(TIMINGS)))
+        .transpose()?;
     let request_bytes = size(required(next(), "request_bytes")?, "request_bytes")?;
     let raw_bytes = optional(next(), "raw_bytes")?
         .map(|s| size(s, "raw_bytes"))
@@ -207,6 +215,7 @@ pub(crate) fn decode(
         finished_at,
         replayed_from,
         redactions,
+        timings,
         request_bytes,
         raw_bytes,
         agent_result_bytes,
@@ -220,6 +229,37 @@ pub(crate) fn decode(
 /// The `redactions` field: rule name to count, a JSON object.
 pub(crate) fn encode_redactions(redactions: &Redactions) -> String {
     serde_json::to_string(redactions).unwrap_or_else(|_| unreachable!("a map of counts serializes"))
+}
+
+/// The `timings` field: `preflight,execution,projection` in whole
+/// microseconds, a phase that was not reached empty.
+pub(crate) fn encode_timings(timings: &PhaseTimings) -> String {
+    let micros = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX).to_string();
+    let phase = |d: Option<Duration>| d.map(micros).unwrap_or_default();
+    format!(
+        "{},{},{}",
+        micros(timings.preflight),
+        phase(timings.execution),
+        phase(timings.projection)
+    )
+}
+
+fn decode_timings(text: &str) -> Option<PhaseTimings> {
+    let micros = |s: &str| s.parse::<u64>().ok().map(Duration::from_micros);
+    let phase = |s: &str| {
+        if s.is_empty() {
+            Some(None)
+        } else {
+            micros(s).map(Some)
+        }
+    };
+    let mut parts = text.split(',');
+    let timings = PhaseTimings {
+        preflight: micros(parts.next()?)?,
+        execution: phase(parts.next()?)?,
+        projection: phase(parts.next()?)?,
+    };
+    parts.next().is_none().then_some(timings)
 }
 
 /// The key of a record of `run_id` named in the run index.

@@ -67,6 +67,7 @@ fn ready() -> Finalization {
         redactions: Default::default(),
         replayed_from: None,
         finished_at: Timestamp::from_unix_millis(SystemClock.now().unix_millis()),
+        timings: None,
     }
 }
 

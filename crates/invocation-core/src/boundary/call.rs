@@ -180,6 +180,7 @@ impl ToolBoundary {
                     redactions: redactions.clone(),
                     replayed_from,
                     finished_at: now,
+                    timings: Some(trail.timings),
                 };
                 match self.inner.store.finalize(&call.key, finalization).await {
                     Ok(()) => trail.ready(observation, evidence, counters, redactions),
@@ -205,6 +206,7 @@ impl ToolBoundary {
                     retryable: failure.retryable,
                     raw_json: failure.raw_json,
                     finished_at: now,
+                    timings: Some(trail.timings),
                 };
                 match self.inner.store.finalize(&call.key, finalization).await {
                     Ok(()) => {}

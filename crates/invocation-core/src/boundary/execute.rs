@@ -12,8 +12,8 @@ use futures::FutureExt;
 use super::call::{Call, Checked, Decision, Failure};
 use super::{ToolBoundary, millis};
 use crate::redact::Redactions;
-use crate::tool::{ErasedResult, Projected};
-use crate::{ExecutionContext, Limits, ReadyEvidence, RunContext};
+use crate::tool::{ErasedResult, Projected, RawOutput};
+use crate::{ExecutionContext, Limits, PhaseTimings, ReadyEvidence, RunContext};
 
 impl ToolBoundary {
     /// Runs the executor and the projector; the decision to record.
@@ -21,6 +21,7 @@ impl ToolBoundary {
         &self,
         ctx: &RunContext,
         call: &Call,
+        timings: &mut PhaseTimings,
         span: &tracing::Span,
     ) -> Decision {
         let context = ExecutionContext {
@@ -35,7 +36,9 @@ impl ToolBoundary {
             AssertUnwindSafe(call.prepared.execute(&context)).catch_unwind(),
         )
         .await;
-        span.record("execute_ms", millis(execute_started.elapsed()));
+        let execution = execute_started.elapsed();
+        timings.execution = Some(execution);
+        span.record("execute_ms", millis(execution));
         let raw = match executed {
             Err(_elapsed) => return Decision::Failed(Failure::bare(ErrorCode::ExecutionTimeout)),
             Ok(Err(_panic)) => {
@@ -49,6 +52,14 @@ impl ToolBoundary {
             Ok(Ok(Ok(raw))) => raw,
         };
 
+        let projection_started = Instant::now();
+        let decision = self.project(raw, call);
+        timings.projection = Some(projection_started.elapsed());
+        decision
+    }
+
+    /// Serializes the raw response once, projects it and checks the result.
+    fn project(&self, raw: Box<dyn RawOutput>, call: &Call) -> Decision {
         // Serialize raw once; oversized raw is neither stored nor projected.
         let serialized = std::panic::catch_unwind(AssertUnwindSafe(|| raw.to_json()));
         let Ok(Ok(raw_json)) = serialized else {

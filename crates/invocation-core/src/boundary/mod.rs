@@ -34,8 +34,8 @@ use crate::redact::{Redactions, Redactor};
 use crate::tool::{DynTool, erase};
 use crate::{BoundaryOutcome, Journal};
 use crate::{
-    Clock, Executor, InvocationStore, Limits, ModelObservation, Projector, ReadyEvidence,
-    RunContext, ScopeFingerprint, StoreError, SystemClock, ToolEnvelope, ToolSpec,
+    Clock, Executor, InvocationStore, Limits, ModelObservation, PhaseTimings, Projector,
+    ReadyEvidence, RunContext, ScopeFingerprint, StoreError, SystemClock, ToolEnvelope, ToolSpec,
 };
 
 /// Why a boundary could not be built.
@@ -196,6 +196,7 @@ struct Trail<'a> {
     fingerprint: Option<ScopeFingerprint>,
     duplicate_of: Option<ToolCallId>,
     replayed_from: Option<ToolCallId>,
+    timings: PhaseTimings,
 }
 
 impl<'a> Trail<'a> {
@@ -208,6 +209,11 @@ impl<'a> Trail<'a> {
             fingerprint: None,
             duplicate_of: None,
             replayed_from: None,
+            timings: PhaseTimings {
+                preflight: Duration::ZERO,
+                execution: None,
+                projection: None,
+            },
         }
     }
 
@@ -277,6 +283,7 @@ impl<'a> Trail<'a> {
                 replayed_from: self.replayed_from,
                 redactions: redactions.into_map(),
             },
+            timings: self.timings,
         }
     }
 }
@@ -428,7 +435,10 @@ impl ToolBoundary {
         span: &tracing::Span,
     ) -> BoundaryOutcome {
         let mut trail = Trail::new(ctx, std::mem::take(&mut envelope.tool_name));
-        let admitted = match self.preflight(ctx, envelope, &mut trail, span) {
+        let preflight_started = Instant::now();
+        let admitted = self.preflight(ctx, envelope, &mut trail, span);
+        trail.timings.preflight = preflight_started.elapsed();
+        let admitted = match admitted {
             Ok(admitted) => admitted,
             Err(code) => return trail.error(code),
         };
@@ -438,7 +448,10 @@ impl ToolBoundary {
         };
         let decision = match self.replay(ctx, &call).await {
             Some(decision) => decision,
-            None => self.execute_and_project(ctx, &call, span).await,
+            None => {
+                self.execute_and_project(ctx, &call, &mut trail.timings, span)
+                    .await
+            }
         };
         self.conclude(trail, call, decision, span).await
     }

@@ -206,6 +206,7 @@ pub async fn journal_recover_abandons_stale_projecting_records(h: &dyn StoreHarn
                 redactions: Default::default(),
                 replayed_from: None,
                 finished_at: now,
+                timings: None,
             },
         )
         .await

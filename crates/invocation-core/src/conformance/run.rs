@@ -23,6 +23,7 @@ fn error(code: ErrorCode, h: &dyn StoreHarness) -> Finalization {
         retryable: code.is_transient(),
         raw_json: None,
         finished_at: h.clock().now(),
+        timings: None,
     }
 }
 

@@ -8,8 +8,8 @@ use aci_contracts::{ErrorCode, EvidenceStatus, InvocationStatus};
 use super::{StoreHarness, call_id, fresh_run_id, new_invocation};
 use crate::redact::Redactions;
 use crate::{
-    Budgets, Finalization, InvocationKey, InvocationStore, ReadyEvidence, RecordFields, SameScope,
-    StoreError,
+    Budgets, Finalization, InvocationKey, InvocationStore, PhaseTimings, ReadyEvidence,
+    RecordFields, SameScope, StoreError,
 };
 
 fn ready(clock: &dyn crate::Clock, result: &str) -> Finalization {
@@ -20,6 +20,7 @@ fn ready(clock: &dyn crate::Clock, result: &str) -> Finalization {
         redactions: Redactions::new(),
         replayed_from: None,
         finished_at: clock.now(),
+        timings: None,
     }
 }
 
@@ -29,6 +30,7 @@ fn error(clock: &dyn crate::Clock, code: ErrorCode) -> Finalization {
         retryable: code.is_transient(),
         raw_json: None,
         finished_at: clock.now(),
+        timings: None,
     }
 }
 
@@ -387,6 +389,12 @@ pub async fn finalize_ready_stores_the_outcome(h: &dyn StoreHarness) {
     let mut redactions = Redactions::new();
     redactions.add("url_password", 2);
     redactions.add("kv_secret", 1);
+    // Whole microseconds: what a store keeps of a duration.
+    let timings = PhaseTimings {
+        preflight: Duration::from_micros(1_234),
+        execution: Some(Duration::from_micros(2_345_678)),
+        projection: Some(Duration::from_micros(0)),
+    };
     store
         .finalize(
             &a.key,
@@ -397,6 +405,7 @@ pub async fn finalize_ready_stores_the_outcome(h: &dyn StoreHarness) {
                 redactions: redactions.clone(),
                 replayed_from: Some(call_id("src-1")),
                 finished_at,
+                timings: Some(timings),
             },
         )
         .await
@@ -422,6 +431,8 @@ pub async fn finalize_ready_stores_the_outcome(h: &dyn StoreHarness) {
         .expect("get")
         .expect("exists");
     assert_eq!(metadata.redactions, redactions);
+    assert_eq!(record.timings, Some(timings));
+    assert_eq!(metadata.timings, Some(timings), "timings are metadata");
 }
 
 /// ERROR stores the code, evidence status ERROR, whether it is retryable as
@@ -442,6 +453,12 @@ pub async fn finalize_error_stores_code_and_optional_raw(h: &dyn StoreHarness) {
                 retryable: !ErrorCode::ProjectionFailed.is_transient(),
                 raw_json: Some("{\"kept\":true}".to_owned()),
                 finished_at: clock.now(),
+                // A phase not reached stays unknown.
+                timings: Some(PhaseTimings {
+                    preflight: Duration::from_micros(7),
+                    execution: None,
+                    projection: None,
+                }),
             },
         )
         .await
@@ -463,6 +480,10 @@ pub async fn finalize_error_stores_code_and_optional_raw(h: &dyn StoreHarness) {
         Some(!ErrorCode::ProjectionFailed.is_transient())
     );
     assert_eq!(a.raw_json.as_deref(), Some("{\"kept\":true}"));
+    assert_eq!(
+        a.timings.map(|t| (t.preflight, t.execution, t.projection)),
+        Some((Duration::from_micros(7), None, None))
+    );
     assert_eq!(a.agent_result_json, None);
     let b = store
         .get(&without.key, RecordFields::All)
@@ -479,6 +500,7 @@ pub async fn finalize_error_stores_code_and_optional_raw(h: &dyn StoreHarness) {
     assert_eq!(metadata.retryable, b.retryable, "retryable is metadata");
     assert_eq!(b.raw_json, None);
     assert_eq!(b.raw_bytes, None);
+    assert_eq!(b.timings, None, "no timings when none were given");
 }
 
 /// Finalizing a record that never existed fails and creates nothing.

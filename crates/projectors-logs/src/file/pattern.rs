@@ -436,6 +436,23 @@ impl EventParser {
         self.head(line, reference).map(|head| head.timestamp)
     }
 
+    /// The time of `line` when it may start an event (a head, or a
+    /// PostgreSQL secondary line, which starts one unless it follows an event
+    /// of its pid), whatever came before it: for deciding from a file's first
+    /// or last lines that none of its events can be in a window.
+    pub(crate) fn possible_start_time(
+        &self,
+        line: &[u8],
+        reference: Timestamp,
+    ) -> Option<Timestamp> {
+        match self.kind(line) {
+            LineKind::Head { .. } | LineKind::Secondary { .. } => {
+                self.head(line, reference).map(|head| head.timestamp)
+            }
+            LineKind::Blank | LineKind::Other => None,
+        }
+    }
+
     /// The text a line adds to the event it joins: the whole line, but for
     /// a PostgreSQL secondary line from its severity on, and for a CRI line
     /// completing a partial one its message alone.

@@ -265,6 +265,19 @@ impl Seekable<'_> {
             Self::Events(parser) => parser.start_time(before, line, reference),
         }
     }
+
+    /// The time of `line` when it may start an event, whatever came before
+    /// it. An event's head is always such a line, so a file whose first (or
+    /// last) such line is after (or before) the window has no event in it;
+    /// a line that *certainly* starts one is not enough for that: a
+    /// PostgreSQL secondary line after the file's last certain start may
+    /// start an event of its own, later.
+    fn possible_start_time(self, line: &[u8], reference: Timestamp) -> Option<Timestamp> {
+        match self {
+            Self::Lines(parser) => parser.scan(line, reference).map(|s| s.timestamp()),
+            Self::Events(parser) => parser.possible_start_time(line, reference),
+        }
+    }
 }
 
 impl Reader {
@@ -372,13 +385,20 @@ impl Search<'_> {
         // A corrupt gzip header shows when the file is read.
         let Ok(n) = n else { return Ok(None) };
         let buf = &buf[..n];
+        let first_possible = |parser: Seekable<'_>| {
+            // Only whole lines: the last one in a full probe may be cut.
+            let whole = if n < PROBE {
+                buf
+            } else {
+                memrchr(b'\n', buf).map_or(&buf[..0], |i| &buf[..i])
+            };
+            whole
+                .split(|b| *b == b'\n')
+                .find_map(|line| parser.possible_start_time(strip_cr(line), self.query.end))
+        };
         Ok(match self.reader {
-            Reader::Lines(parser) => {
-                first_parsed(Seekable::Lines(parser), buf, false, self.query.end).map(|(_, t)| t)
-            }
-            Reader::Events(parser) => {
-                first_parsed(Seekable::Events(parser), buf, false, self.query.end).map(|(_, t)| t)
-            }
+            Reader::Lines(parser) => first_possible(Seekable::Lines(parser)),
+            Reader::Events(parser) => first_possible(Seekable::Events(parser)),
             Reader::Slow(rule) => {
                 let mut slow = SlowLogParser::new(rule.clone());
                 let mut found = None;
@@ -978,8 +998,7 @@ fn first_parsed(
     None
 }
 
-/// The time of the last line that parses (that certainly starts an event),
-/// from the file's tail.
+/// The time of the last line that may start an event, from the file's tail.
 fn last_time(
     file: &mut File,
     size: u64,
@@ -997,18 +1016,9 @@ fn last_time(
         };
         buf = &buf[i + 1..];
     }
-    let lines: Vec<&[u8]> = buf.split(|b| *b == b'\n').map(strip_cr).collect();
-    for (i, line) in lines.iter().enumerate().rev() {
-        let before = match i.checked_sub(1) {
-            Some(j) => Some(lines[j]),
-            None if from == 0 => Some(&b""[..]),
-            None => None,
-        };
-        if let Some(at) = parser.start_time(before, line, reference) {
-            return Ok(Some(at));
-        }
-    }
-    Ok(None)
+    Ok(buf
+        .rsplit(|b| *b == b'\n')
+        .find_map(|line| parser.possible_start_time(strip_cr(line), reference)))
 }
 
 /// Where a binary search on line starts ended.
