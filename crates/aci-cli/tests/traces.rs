@@ -83,6 +83,27 @@ fn call_spans<'a>(
     (tool, server)
 }
 
+/// The phase spans under `tool`, in order: their names, each within
+/// `tool`'s time and without attributes.
+fn phases<'a>(spans: &'a [ReceivedSpan], tool: &ReceivedSpan) -> Vec<&'a str> {
+    let mut children: Vec<&ReceivedSpan> = spans
+        .iter()
+        .filter(|s| s.parent_span_id == tool.span_id)
+        .collect();
+    children.sort_by_key(|s| s.start_unix_nano);
+    for child in &children {
+        assert_eq!(child.kind, INTERNAL);
+        assert_eq!(child.trace_id, tool.trace_id);
+        assert!(child.attributes.is_empty(), "{child:#?}");
+        assert!(tool.start_unix_nano <= child.start_unix_nano);
+        assert!(child.start_unix_nano <= child.end_unix_nano);
+        assert!(child.end_unix_nano <= tool.end_unix_nano);
+    }
+    children.iter().map(|s| s.name.as_str()).collect()
+}
+
+const ALL_PHASES: [&str; 3] = ["preflight", "execution", "projection"];
+
 #[tokio::test]
 async fn stdio_calls_are_spans_with_exact_attributes() {
     let receiver = Receiver::start(Behaviour::Accept).await;
@@ -145,8 +166,9 @@ async fn stdio_calls_are_spans_with_exact_attributes() {
     // The endpoint never reaches the logs.
     assert!(!stderr.contains(&receiver.endpoint), "{stderr}");
 
-    let spans = receiver.wait_for("12 spans", |s| s.len() >= 12).await;
-    assert_eq!(spans.len(), 12, "{spans:#?}");
+    // Two spans per call, and a span per phase each call reached.
+    let spans = receiver.wait_for("24 spans", |s| s.len() >= 24).await;
+    assert_eq!(spans.len(), 24, "{spans:#?}");
     let trace = run_trace_id(&run);
     let server_keys = set(&[
         "gen_ai.tool.name",
@@ -163,6 +185,7 @@ async fn stdio_calls_are_spans_with_exact_attributes() {
     }
 
     let (tool, server) = call_spans(&spans, "c-ready");
+    assert_eq!(phases(&spans, tool), ALL_PHASES);
     assert_eq!(keys(tool), tool_keys(&RECORDED));
     assert_eq!(tool.name, "execute_tool lookup_knowledge");
     assert_eq!(tool.attr("gen_ai.operation.name"), "execute_tool");
@@ -196,6 +219,7 @@ async fn stdio_calls_are_spans_with_exact_attributes() {
     );
 
     let (tool, server) = call_spans(&spans, "c-empty");
+    assert_eq!(phases(&spans, tool), ALL_PHASES);
     assert_eq!(keys(tool), tool_keys(&RECORDED));
     assert_eq!(tool.attr("aci.evidence_status"), "NO_EVIDENCE");
     assert_eq!(tool.attr("aci.record.status"), "READY");
@@ -204,6 +228,7 @@ async fn stdio_calls_are_spans_with_exact_attributes() {
 
     // Preflight refusals: no record, their code, status ERROR.
     let (tool, server) = call_spans(&spans, "c-unknown");
+    assert_eq!(phases(&spans, tool), ["preflight"]);
     assert_eq!(
         keys(tool),
         tool_keys(&["error.type", "gen_ai.tool.call.id"])
@@ -224,6 +249,7 @@ async fn stdio_calls_are_spans_with_exact_attributes() {
     assert_eq!(server.attr("error.type"), "UNKNOWN_TOOL");
 
     let (tool, _) = call_spans(&spans, "c-invalid");
+    assert_eq!(phases(&spans, tool), ["preflight"]);
     assert_eq!(
         keys(tool),
         tool_keys(&[
@@ -241,6 +267,8 @@ async fn stdio_calls_are_spans_with_exact_attributes() {
         ("c-timeout", "EXECUTION_TIMEOUT"),
     ] {
         let (tool, server) = call_spans(&spans, id);
+        // The executor failed or timed out: nothing to project.
+        assert_eq!(phases(&spans, tool), ["preflight", "execution"], "{id}");
         let mut want = tool_keys(&RECORDED);
         want.insert("error.type".to_owned());
         assert_eq!(keys(tool), want, "{id}");
@@ -287,7 +315,7 @@ async fn traceparent_in_meta_becomes_the_parent() {
     let (status, _, stderr) = session.close().await;
     assert!(status.success(), "{stderr}");
 
-    let spans = receiver.wait_for("2 spans", |s| s.len() >= 2).await;
+    let spans = receiver.wait_for("5 spans", |s| s.len() >= 5).await;
     let (tool, server) = call_spans(&spans, "c-child");
     assert_eq!(server.trace_id, agent_trace);
     assert_eq!(server.parent_span_id, agent_span);
@@ -343,7 +371,7 @@ async fn http_replicas_put_a_runs_calls_in_one_trace_with_content_when_asked() {
     .await;
     assert_eq!(first["evidence_status"], "EVIDENCE_FOUND");
 
-    let spans = receiver.wait_for("4 spans", |s| s.len() >= 4).await;
+    let spans = receiver.wait_for("10 spans", |s| s.len() >= 10).await;
     let trace = run_trace_id(&run);
     for (id, observation) in [("c-a", &first), ("c-b", &second)] {
         let (tool, server) = call_spans(&spans, id);
@@ -451,10 +479,10 @@ async fn a_collector_down_failing_or_hanging_never_fails_a_call() {
         if let Some(receiver) = receiver {
             receiver.wait_for_request().await;
         }
-        // The lost spans are counted (every call's two spans, once their
+        // The lost spans are counted (every call's five spans, once their
         // export failed or timed out).
         let counted = async {
-            while dropped(&replica).await < 10 {
+            while dropped(&replica).await < 25 {
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             }
         };
@@ -489,10 +517,11 @@ async fn aci_call_exports_its_span_before_it_exits() {
     ])
     .await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    // Exported before the exit: already here.
+    // Exported before the exit: already here, the tool span and its phases.
     let spans = receiver.spans();
-    assert_eq!(spans.len(), 1, "{spans:#?}");
-    let span = &spans[0];
+    assert_eq!(spans.len(), 4, "{spans:#?}");
+    let span = find(&spans, "execute_tool", "gen_ai.tool.call.id", "c-cli").unwrap();
+    assert_eq!(phases(&spans, span), ALL_PHASES);
     assert_eq!(span.name, "execute_tool lookup_knowledge");
     assert_eq!(span.kind, INTERNAL);
     assert!(span.parent_span_id.is_empty());
@@ -544,6 +573,8 @@ async fn a_call_abandoned_at_shutdown_is_a_span_with_its_record() {
     // Exported at shutdown, within the drain time.
     let spans = receiver.wait_for("2 spans", |s| s.len() >= 2).await;
     let (tool, server) = call_spans(&spans, "c-slow");
+    // The boundary gave no timings: it was given up.
+    assert!(phases(&spans, tool).is_empty());
     let mut want = tool_keys(&RECORDED);
     want.insert("error.type".to_owned());
     assert_eq!(keys(tool), want);

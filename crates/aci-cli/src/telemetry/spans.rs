@@ -20,6 +20,9 @@
 //!   `capture_content`, `gen_ai.tool.call.arguments` (the arguments as the
 //!   boundary got them) and `gen_ai.tool.call.result` (the model's
 //!   observation); never the raw response.
+//! - its children `preflight`, `execution` and `projection`, kind INTERNAL,
+//!   one per phase the call reached, as long as the boundary measured it
+//!   ([`PhaseTimings`]; see [`phases`] for where they sit).
 //!
 //! The spans are made when the call has been answered, from times taken as
 //! it ran: the call itself only takes those times.
@@ -28,7 +31,7 @@ use std::collections::HashMap;
 use std::time::SystemTime;
 
 use aci_contracts::{ErrorCode, InvocationStatus, ToolCallId, ToolName};
-use invocation_core::BoundaryOutcome;
+use invocation_core::{BoundaryOutcome, PhaseTimings};
 use opentelemetry::propagation::{Extractor, TextMapPropagator as _};
 use opentelemetry::trace::{Span as _, SpanKind, Status, TraceContextExt as _, Tracer as _};
 use opentelemetry::{Context, KeyValue};
@@ -116,6 +119,7 @@ struct OutcomeFacts {
     returned_count: u64,
     truncated: bool,
     recorded: bool,
+    timings: PhaseTimings,
 }
 
 impl CallTrace {
@@ -198,6 +202,7 @@ impl CallTrace {
             returned_count: control.returned_count,
             truncated: control.truncated,
             recorded: recorded(control.error_code),
+            timings: outcome.timings,
         });
     }
 
@@ -331,7 +336,18 @@ impl Gathered {
         if let Some(code) = error {
             execute.set_status(Status::error(code.as_str()));
         }
-        execute.end_with_timestamp(finished);
+        let execute = Context::new().with_span(execute);
+        if let Some(outcome) = outcome {
+            for (name, start, end) in phases(&outcome.timings, started, finished) {
+                tracer
+                    .span_builder(name)
+                    .with_kind(SpanKind::Internal)
+                    .with_start_time(start)
+                    .start_with_context(tracer, &execute)
+                    .end_with_timestamp(end);
+            }
+        }
+        execute.span().end_with_timestamp(finished);
         if self.server.is_some() {
             parent.span().end_with_timestamp(ended);
         }
@@ -378,6 +394,37 @@ impl Gathered {
             (None, None) => builder.start_with_context(tracer, &Context::new()),
         }
     }
+}
+
+/// The phase spans of a boundary run from `started` to `finished`: each
+/// phase the call reached, with its measured duration. The boundary reports
+/// durations, not instants: preflight starts the run, projection follows
+/// execution at once, and the store's create (before execution) and
+/// finalization (after projection) share what is left, half each.
+fn phases(
+    timings: &PhaseTimings,
+    started: SystemTime,
+    finished: SystemTime,
+) -> Vec<(&'static str, SystemTime, SystemTime)> {
+    let total = finished.duration_since(started).unwrap_or_default();
+    let preflight = timings.preflight.min(total);
+    let mut spans = vec![("preflight", started, started + preflight)];
+    let execution = timings.execution.unwrap_or_default();
+    let projection = timings.projection.unwrap_or_default();
+    let measured = preflight + execution + projection;
+    let store_half = total.saturating_sub(measured) / 2;
+    let mut at = started + preflight + store_half;
+    for (name, phase) in [
+        ("execution", timings.execution),
+        ("projection", timings.projection),
+    ] {
+        if let Some(phase) = phase {
+            let end = (at + phase).min(finished);
+            spans.push((name, at, end));
+            at = end;
+        }
+    }
+    spans
 }
 
 /// A client's tool name for a span: at most [`MAX_TOOL_NAME_BYTES`].
@@ -458,6 +505,38 @@ mod tests {
         assert!(recorded(Some(ErrorCode::ExecutionTimeout)));
         assert!(!recorded(Some(ErrorCode::InvalidInput)));
         assert!(!recorded(Some(ErrorCode::Overloaded)));
+    }
+
+    #[test]
+    fn phases_keep_their_durations_and_share_the_store_time() {
+        use std::time::Duration;
+        let ms = Duration::from_millis;
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        let timings = PhaseTimings {
+            preflight: ms(1),
+            execution: Some(ms(5)),
+            projection: Some(ms(2)),
+        };
+        // 10 ms in all: 2 ms of store writes, 1 ms before execution.
+        let spans = phases(&timings, t0, t0 + ms(10));
+        assert_eq!(
+            spans,
+            [
+                ("preflight", t0, t0 + ms(1)),
+                ("execution", t0 + ms(2), t0 + ms(7)),
+                ("projection", t0 + ms(7), t0 + ms(9)),
+            ]
+        );
+        let refused = PhaseTimings {
+            preflight: ms(3),
+            execution: None,
+            projection: None,
+        };
+        // Never past the run's end.
+        assert_eq!(
+            phases(&refused, t0, t0 + ms(2)),
+            [("preflight", t0, t0 + ms(2))]
+        );
     }
 
     #[test]
