@@ -8,7 +8,7 @@
 //!   `error.type` (our error code) and status ERROR. Its parent is the
 //!   client's `params._meta.traceparent`/`tracestate` (the MCP
 //!   convention); without one it is a root span in the run's trace
-//!   ([`run_trace_id`](super::export::run_trace_id)).
+//!   ([`run_trace_id`]).
 //! - its child `execute_tool {tool}`, kind INTERNAL: `gen_ai.operation.name =
 //!   execute_tool`, `gen_ai.tool.name`, `gen_ai.tool.call.id` (the valid
 //!   framework id the record is keyed by), `gen_ai.tool.type` and
