@@ -8,8 +8,8 @@
 //! table in docs/benchmarks.md ([`crate::record`]).
 //!
 //! - `redis`, `http`, `knowledge`, `logs`, `log_projection`, `boundary`,
-//!   `redaction`, `redaction_mysql`, `redaction_rag`: `cargo bench -p aci-bench --bench <name>` (release
-//!   build). `http` and `knowledge` get `ACI_BIN`, the release `aci` binary
+//!   `redaction`, `redaction_mysql`, `redaction_rag`, `traces`: `cargo bench -p aci-bench --bench <name>` (release
+//!   build). `http`, `knowledge` and `traces` get `ACI_BIN`, the release `aci` binary
 //!   built first; `knowledge` is built with the `jieba` feature (the
 //!   segmenter comparison). `ACI_BENCH_*` variables reach the bench (see
 //!   its docs).
@@ -30,7 +30,7 @@ use std::process::{Command, ExitCode, Stdio};
 
 /// The benches `cargo bench -p aci-bench` runs: name, whether it needs the
 /// release `aci` binary, its extra features.
-const CARGO_BENCHES: [(&str, bool, &[&str]); 9] = [
+const CARGO_BENCHES: [(&str, bool, &[&str]); 10] = [
     ("redis", false, &[]),
     ("http", true, &[]),
     ("knowledge", true, &["jieba"]),
@@ -40,6 +40,7 @@ const CARGO_BENCHES: [(&str, bool, &[&str]); 9] = [
     ("redaction", false, &[]),
     ("redaction_mysql", false, &[]),
     ("redaction_rag", false, &[]),
+    ("traces", true, &[]),
 ];
 
 /// Every bench name `cargo xtask bench` takes.

@@ -6,7 +6,7 @@
 //!   committed schemas differ from the contracts, are missing, or are extra.
 //! - `bench <name> [--record]`: one benchmark of the `aci-bench` crate
 //!   (`redis`, `http`, `knowledge`, `logs`, `log_projection`, `boundary`,
-//!   `redaction`, `instructions`); `--record` writes its last line into the
+//!   `redaction`, `traces`, `instructions`); `--record` writes its last line into the
 //!   "last measured" table of docs/benchmarks.md, which says what each
 //!   measures and its goal.
 

@@ -15,6 +15,8 @@ use crate::config::Config;
 use crate::error::CliError;
 use crate::output::{out, outln};
 use crate::server::ServeOptions;
+use crate::server::service::Answer;
+use crate::telemetry::{self, CallTrace};
 use crate::{Command, StoreArgs, http, pretty, stdio};
 
 /// Tool definition formats.
@@ -24,6 +26,9 @@ pub(crate) enum ToolFormat {
     Openai,
     Anthropic,
 }
+
+/// How long `aci call` waits for its span to reach the collector.
+const CALL_FLUSH: Duration = Duration::from_secs(10);
 
 /// Exit status of a READY call.
 const READY: u8 = 0;
@@ -91,13 +96,17 @@ pub(crate) async fn run(command: Command) -> Result<ExitCode, CliError> {
                     .or(config.store.as_deref())
                     .unwrap_or("memory"),
             )?;
+            telemetry::install(&config.telemetry)?;
             let app = App::build(&config, store.store.as_deref()).await?;
+            let drain = ServeOptions::new(&config.serve, &app).drain;
             let options = http::HttpOptions {
                 addr,
                 insecure_no_auth,
                 shared_store: spec.is_shared(),
             };
-            http::serve(app, &config, options).await?;
+            let served = http::serve(app, &config, options).await;
+            telemetry::shutdown(drain).await;
+            served?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Serve {
@@ -115,9 +124,12 @@ pub(crate) async fn run(command: Command) -> Result<ExitCode, CliError> {
                     id
                 }
             };
+            telemetry::install(&config.telemetry)?;
             let app = App::build(&config, store.store.as_deref()).await?;
             let options = ServeOptions::new(&config.serve, &app);
-            stdio::serve(app, run_id, options).await?;
+            let served = stdio::serve(app, run_id, options).await;
+            telemetry::shutdown(options.drain).await;
+            served?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -167,20 +179,33 @@ async fn call(
         None => fresh_id("run"),
     };
     let tool_call_id = tool_call_id.unwrap_or_else(|| fresh_id("call").into_string());
+    telemetry::install(&config.telemetry)?;
     let app = App::build(&config, store.store.as_deref()).await?;
     // The operator who runs `aci call` is the harness: the call is theirs,
     // and every tool the command registers is read-only.
     let ctx = app.run_context(run_id.clone(), CallPolicy::AUTHORIZED_READ_ONLY);
-    let envelope = ToolEnvelope::new(tool_call_id, run_id.as_str(), tool, arguments);
+    let mut trace = CallTrace::start();
+    trace.run(run_id.as_str());
+    trace.arguments(&arguments);
+    let envelope = ToolEnvelope::new(tool_call_id, run_id.as_str(), tool.as_str(), arguments);
+    let invoked = std::time::SystemTime::now();
     let outcome = app.boundary.invoke(&ctx, envelope).await;
+    trace.outcome(invoked, &outcome);
     let compact = serde_json::to_string(&outcome)
         .map_err(|e| CliError::config(format!("cannot print the outcome: {e}")))?;
-    outln!("{}", pretty::indent(&compact))?;
-    Ok(ExitCode::from(if outcome.observation.is_error() {
+    let status = if outcome.observation.is_error() {
         NOT_READY
     } else {
         READY
-    }))
+    };
+    if trace.is_on() {
+        trace.end(&tool, &Answer::from(outcome));
+    }
+    let printed = outln!("{}", pretty::indent(&compact));
+    // The span leaves before the process does.
+    telemetry::shutdown(CALL_FLUSH).await;
+    printed?;
+    Ok(ExitCode::from(status))
 }
 
 pub(crate) async fn shared_app(store: &StoreArgs, command: &str) -> Result<App, CliError> {

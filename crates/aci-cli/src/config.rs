@@ -6,7 +6,8 @@
 //! [`projectors_logs::LogsConfig`], `[redaction]`
 //! [`invocation_core::redact::RedactionConfig`], `[archive]`
 //! [`store_archive::ArchiveSettings`]; `[run]`, `[knowledge]` and `[serve]` are
-//! the CLI's own, and `aci serve --http` adds `[auth]` ([`crate::http::config`]).
+//! the CLI's own, `aci serve --http` adds `[auth]` ([`crate::http::config`]),
+//! and `[telemetry]` is [`crate::telemetry::TelemetrySection`].
 //!
 //! The one example of every key is the README's "Configuration" section (and
 //! its "Serving many agents over HTTP" section for `[auth]`); a test parses
@@ -25,6 +26,7 @@ use store_redis::RedisSettings;
 
 use crate::error::CliError;
 pub(crate) use crate::http::config::AuthSection;
+use crate::telemetry::TelemetrySection;
 
 /// The whole configuration file.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -57,6 +59,9 @@ pub(crate) struct Config {
     /// turns the Redis store's outbox on, in every process that reads the
     /// file.
     pub(crate) archive: Option<store_archive::ArchiveSettings>,
+    /// `[telemetry]`: OpenTelemetry traces over OTLP/HTTP.
+    #[serde(default)]
+    pub(crate) telemetry: TelemetrySection,
 }
 
 /// `[run]`.

@@ -32,6 +32,7 @@ mod pretty;
 mod review;
 mod server;
 mod stdio;
+mod telemetry;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -81,6 +81,7 @@ impl Metrics {
         registry.register(Box::new(store_errors.clone()))?;
         registry.register(Box::new(unauthorized.clone()))?;
         registry.register(Box::new(body_too_large.clone()))?;
+        registry.register(Box::new(crate::telemetry::DROPPED_SPANS.clone()))?;
         Ok(Self {
             registry,
             calls,

@@ -33,9 +33,11 @@ use tokio_util::sync::CancellationToken;
 use super::auth::{AuthLayerState, Authenticator, require_bearer};
 use super::metrics::Metrics;
 use super::ops::{self, OpsState};
+use super::workers::Connection;
 use crate::config::Config;
 use crate::review::{MAX_ANSWER_BYTES, ReviewState};
 use crate::server::{McpSession, Principal, RequestFacts, Server, TransportFacts};
+use crate::telemetry::NetworkTransport;
 
 /// Bytes allowed in a request body beyond `max_request_bytes`: the JSON-RPC
 /// envelope, the tool name and `_meta`.
@@ -47,6 +49,8 @@ const HEADER_TOOL_CALL_ID: &str = "aci-tool-call-id";
 const HEADER_RUN_ID: &str = "aci-run-id";
 /// The MCP session header.
 const HEADER_SESSION_ID: &str = "mcp-session-id";
+/// The MCP protocol version header.
+const HEADER_PROTOCOL_VERSION: &str = "mcp-protocol-version";
 
 /// The run of a `/runs/<run_id>/mcp` URL, put in the request by the router.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -152,11 +156,14 @@ impl RequestFacts for HttpFacts {
         let headers = &parts.headers;
         // A header that is not visible ASCII is no id at all (empty text).
         let id_header = |name| headers.get(name).map(|v| v.to_str().unwrap_or_default());
+        let connection = parts.extensions.get::<ConnectInfo<Connection>>();
         TransportFacts {
-            session: parts
-                .extensions
-                .get::<ConnectInfo<McpSession>>()
-                .map_or(&*UNKNOWN_CONNECTION, |connection| &connection.0),
+            session: connection.map_or(&*UNKNOWN_CONNECTION, |c| &c.0.session),
+            transport: NetworkTransport::Tcp,
+            client_address: connection.map(|c| c.0.peer.ip()),
+            protocol_version: headers
+                .get(HEADER_PROTOCOL_VERSION)
+                .and_then(|v| v.to_str().ok()),
             declared_session: headers.get(HEADER_SESSION_ID).and_then(|v| v.to_str().ok()),
             tool_call_id_header: id_header(HEADER_TOOL_CALL_ID),
             run_id_header: id_header(HEADER_RUN_ID),

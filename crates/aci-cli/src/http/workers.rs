@@ -109,7 +109,7 @@ impl Workers {
             let listener = WorkerListener { incoming, local };
             let service = router
                 .clone()
-                .into_make_service_with_connect_info::<McpSession>();
+                .into_make_service_with_connect_info::<Connection>();
             let mut stopping = stop.subscribe();
             let mut exiting = exit.subscribe();
             let served_tx = served_tx.clone();
@@ -245,11 +245,22 @@ impl Listener for WorkerListener {
     }
 }
 
-/// A connection's MCP session, named once per connection: the session of a
-/// stateless client that declares none.
-impl axum::extract::connect_info::Connected<IncomingStream<'_, WorkerListener>> for McpSession {
-    fn connect_info(_stream: IncomingStream<'_, WorkerListener>) -> Self {
-        Self::connection()
+/// What a request knows of its connection.
+#[derive(Debug, Clone)]
+pub(crate) struct Connection {
+    /// The connection's MCP session, named once per connection: the session
+    /// of a stateless client that declares none.
+    pub(crate) session: McpSession,
+    /// The client's address (`client.address` of the call's span).
+    pub(crate) peer: SocketAddr,
+}
+
+impl axum::extract::connect_info::Connected<IncomingStream<'_, WorkerListener>> for Connection {
+    fn connect_info(stream: IncomingStream<'_, WorkerListener>) -> Self {
+        Self {
+            session: McpSession::connection(),
+            peer: *stream.remote_addr(),
+        }
     }
 }
 

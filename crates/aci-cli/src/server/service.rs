@@ -38,7 +38,10 @@
 //!    record `ERROR / EXECUTION_ABANDONED`) and the call answers that error;
 //! 7. **observation result** ([`observation_result`]);
 //! 8. **metrics**, through the transport's [`CallObserver`] (HTTP's
-//!    Prometheus counters), with the call's whole duration.
+//!    Prometheus counters), with the call's whole duration;
+//! 9. **spans**, when telemetry is on ([`crate::telemetry`]): the call's
+//!    `tools/call` and `execute_tool` spans, made from the facts and times
+//!    gathered in the steps above ([`CallTrace`]).
 //!
 //! # Results
 //!
@@ -50,8 +53,9 @@
 //! process; they are in the run's journal (`aci inspect` on a shared store).
 
 use std::fmt;
+use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use aci_contracts::{
     ErrorCode, ErrorResult, EvidenceStatus, InvocationStatus, RunId, ToolCallId, ToolName,
@@ -70,6 +74,7 @@ use super::gate::{CallGate, CallTicket, Refusal};
 use super::ids::{CallIds, IdFacts, McpSession};
 use crate::app::App;
 use crate::error::CliError;
+use crate::telemetry::{CallTrace, NetworkTransport, ServerFacts};
 
 /// What a transport knows of one request beyond its JSON-RPC message.
 #[derive(Debug)]
@@ -92,6 +97,12 @@ pub(crate) struct TransportFacts<'a> {
     /// The JSON text of `arguments` that were not an object, when the
     /// transport took them out of the request so that rmcp could read it.
     pub(crate) non_object_arguments: Option<&'a str>,
+    /// How the request came (`network.transport` of its span).
+    pub(crate) transport: NetworkTransport,
+    /// The HTTP client's address.
+    pub(crate) client_address: Option<IpAddr>,
+    /// The request's `MCP-Protocol-Version` header (HTTP).
+    pub(crate) protocol_version: Option<&'a str>,
 }
 
 impl<'a> TransportFacts<'a> {
@@ -106,6 +117,9 @@ impl<'a> TransportFacts<'a> {
             principal: None,
             admitted: None,
             non_object_arguments: None,
+            transport: NetworkTransport::Pipe,
+            client_address: None,
+            protocol_version: None,
         }
     }
 }
@@ -262,6 +276,7 @@ impl McpService {
         &self,
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
+        trace: &mut CallTrace,
     ) -> Answer {
         let shared = &*self.shared;
         let facts = shared.setup.facts.read(context);
@@ -282,6 +297,13 @@ impl McpService {
             run_id_from = ids.run_id_from,
             "tools/call"
         );
+        if trace.is_on() {
+            trace.request(
+                &server_facts(&facts, request, context),
+                ids.run_id.as_deref(),
+                &ids.tool_call_id,
+            );
+        }
         let (Some(run_id), Some(run)) = (ids.run_id, ids.context_run) else {
             return Answer::refused(ErrorCode::RunMismatch, &ids.tool_call_id);
         };
@@ -309,17 +331,23 @@ impl McpService {
                 .and_then(|object| serde_json::to_string(object).ok())
                 .unwrap_or_default(),
         };
+        trace.arguments(&arguments);
         let envelope = ToolEnvelope::new(
             ids.tool_call_id.clone(),
             run_id,
             request.name.as_ref(),
             arguments,
         );
+        let invoked = SystemTime::now();
         tokio::select! {
             biased;
-            outcome = shared.app.boundary.invoke(&ctx, envelope) => Answer::from(outcome),
+            outcome = shared.app.boundary.invoke(&ctx, envelope) => {
+                trace.outcome(invoked, &outcome);
+                Answer::from(outcome)
+            }
             () = ticket.abandoned() => {
                 tracing::info!("a running call was abandoned");
+                trace.abandoned(invoked);
                 Answer::refused(ErrorCode::ExecutionAbandoned, &ids.tool_call_id)
             }
         }
@@ -366,13 +394,42 @@ impl ServerHandler for McpService {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let started = Instant::now();
-        let answer = self.call(&request, &context).await;
+        let mut trace = CallTrace::start();
+        let answer = self.call(&request, &context, &mut trace).await;
         if let Some(observer) = &self.shared.setup.observer {
             observer.answered(request.name.as_ref(), &answer, started.elapsed());
         }
+        trace.end(request.name.as_ref(), &answer);
         Ok(CallToolResponse::Complete(observation_result(
             &answer.observation,
         )))
+    }
+}
+
+/// What the server span of a call says of its request: the session is the
+/// client's declared one, or the stdio process's (an HTTP connection is not
+/// an MCP session); the protocol version is the request's header, or the
+/// one of the session's handshake.
+fn server_facts<'a>(
+    facts: &TransportFacts<'a>,
+    request: &'a CallToolRequestParams,
+    context: &'a RequestContext<RoleServer>,
+) -> ServerFacts<'a> {
+    let session = facts.declared_session.or(match facts.transport {
+        NetworkTransport::Pipe => Some(facts.session.as_str()),
+        NetworkTransport::Tcp => None,
+    });
+    ServerFacts {
+        request_id: &context.id,
+        metas: [Some(&context.meta), request.meta.as_ref()],
+        transport: facts.transport,
+        client_address: facts.client_address,
+        session,
+        protocol_version: facts.protocol_version,
+        handshake_version: context
+            .peer
+            .peer_info()
+            .map(|info| info.protocol_version.as_str().to_owned()),
     }
 }
 

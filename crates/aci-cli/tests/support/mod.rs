@@ -10,6 +10,7 @@
 //!   stdio, and a data source that never answers;
 //! - [`contract`]: every `structuredContent` against the frozen schemas, and
 //!   rmcp client calls checked that way, over stdio and HTTP alike;
+//! - [`otlp`]: an OTLP/HTTP trace receiver that decodes what it gets;
 //! - [`http`]: `aci serve --http` replicas and raw HTTP requests, JWT keys,
 //!   and counting what MariaDB executed.
 //!
@@ -22,6 +23,7 @@ pub(crate) mod command;
 pub(crate) mod contract;
 pub(crate) mod files;
 pub(crate) mod http;
+pub(crate) mod otlp;
 pub(crate) mod stdio;
 
 use std::time::Duration;

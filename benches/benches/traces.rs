@@ -1,0 +1,276 @@
+//! `cargo xtask bench traces`: the CPU cost of tracing per call. Two `aci
+//! serve --http` replicas (memory store, no authentication) answer the same
+//! `query_logs` calls: one with telemetry off (the baseline), one exporting
+//! every call's spans (`[telemetry] sample_ratio = 1.0`) over OTLP/HTTP to a
+//! live receiver in this process, which reads every export request whole and
+//! answers 200. A row's figure is the replica's CPU time per call (every
+//! thread of the process, the export thread included, from
+//! `/proc/<pid>/task/*/schedstat`); the ratio is on over off, the median over
+//! `ACI_BENCH_ROUNDS` rounds (default 5, the two rows in a rotated order) of
+//! `ACI_BENCH_CALLS` calls each (default 3,000, after 300 warm-up calls), at
+//! 4 concurrent calls over one keep-alive HTTP/1.1 connection per worker.
+//! The last line is machine-readable (`cpu_ratio_on_off=…`).
+//!
+//! Needs `ACI_BIN` (the release `aci` binary; the xtask sets it). Loopback
+//! only.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::net::SocketAddr;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Bytes;
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
+use tokio::process::{Child, Command};
+
+const DEFAULT_CALLS: usize = 3_000;
+const DEFAULT_ROUNDS: usize = 5;
+const WARM_UP: usize = 300;
+const WORKERS: usize = 4;
+const ARGUMENTS: &str = r#"{"topic":"APPLICATION","query":"timeout"}"#;
+
+fn env_count(name: &str, default: usize) -> usize {
+    match std::env::var(name) {
+        Ok(text) => text
+            .parse()
+            .ok()
+            .filter(|n| *n > 0)
+            .unwrap_or_else(|| panic!("{name} must be a positive whole number")),
+        Err(_) => default,
+    }
+}
+
+/// CPU time of every thread of process `pid` so far, in nanoseconds.
+fn cpu_ns(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|line| line.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// What the receiver took in: export requests and their bytes.
+#[derive(Default)]
+struct Received {
+    requests: AtomicU64,
+    bytes: AtomicU64,
+}
+
+/// A live OTLP/HTTP receiver: reads each request whole (headers, then
+/// `content-length` bytes) and answers `200` with an empty protobuf body.
+async fn receiver() -> (String, Arc<Received>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let received = Arc::new(Received::default());
+    let counts = Arc::clone(&received);
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            let counts = Arc::clone(&counts);
+            tokio::spawn(async move {
+                let mut socket = BufReader::new(socket);
+                loop {
+                    let mut length = 0_usize;
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        if socket.read_line(&mut line).await.unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        if let Some((name, value)) = line.split_once(':')
+                            && name.eq_ignore_ascii_case("content-length")
+                        {
+                            length = value.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0_u8; length];
+                    if socket.read_exact(&mut body).await.is_err() {
+                        return;
+                    }
+                    counts.requests.fetch_add(1, Ordering::Relaxed);
+                    counts.bytes.fetch_add(length as u64, Ordering::Relaxed);
+                    let reply = b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n";
+                    if socket.get_mut().write_all(reply).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (endpoint, received)
+}
+
+struct Replica {
+    child: Child,
+    addr: SocketAddr,
+}
+
+async fn replica(bin: &str, config: &std::path::Path) -> Replica {
+    let mut child = Command::new(bin)
+        .args([
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--insecure-no-auth",
+            "--config",
+        ])
+        .arg(config)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    loop {
+        let line = lines
+            .next_line()
+            .await
+            .unwrap()
+            .expect("the replica did not start");
+        if let Some(rest) = line.strip_prefix("aci: serving MCP over HTTP at http://") {
+            let addr = rest.trim_end_matches("/mcp").parse().unwrap();
+            tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+            return Replica { child, addr };
+        }
+    }
+}
+
+async fn connect(addr: SocketAddr) -> SendRequest<Full<Bytes>> {
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.set_nodelay(true).unwrap();
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    sender
+}
+
+/// `count` READY calls of run `run` to `addr` from [`WORKERS`] workers.
+async fn calls(addr: SocketAddr, run: &str, count: usize) {
+    let mut workers = Vec::new();
+    for worker in 0..WORKERS {
+        let run = run.to_owned();
+        workers.push(tokio::spawn(async move {
+            let mut sender = connect(addr).await;
+            for i in (worker..count).step_by(WORKERS) {
+                let body = format!(
+                    r#"{{"jsonrpc":"2.0","id":{i},"method":"tools/call","params":{{"name":"query_logs","arguments":{ARGUMENTS},"_meta":{{"aci/run_id":"{run}","aci/tool_call_id":"c{i}"}}}}}}"#
+                );
+                let request = hyper::Request::post("/mcp")
+                    .header("host", addr.to_string())
+                    .header("content-type", "application/json")
+                    .header("accept", "application/json, text/event-stream")
+                    .body(Full::new(Bytes::from(body)))
+                    .unwrap();
+                sender.ready().await.unwrap();
+                let response = sender.send_request(request).await.unwrap();
+                assert_eq!(response.status(), 200);
+                let body = response.into_body().collect().await.unwrap().to_bytes();
+                assert!(
+                    memchr::memmem::find(&body, br#""isError":false"#).is_some(),
+                    "a call was not READY"
+                );
+            }
+        }));
+    }
+    for worker in workers {
+        worker.await.unwrap();
+    }
+}
+
+/// `aci_telemetry_dropped_spans_total` of `replica`'s `/metrics`.
+async fn dropped_spans(replica: &Replica) -> u64 {
+    let mut sender = connect(replica.addr).await;
+    let request = hyper::Request::get("/metrics")
+        .header("host", replica.addr.to_string())
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    String::from_utf8_lossy(&body)
+        .lines()
+        .find_map(|l| l.strip_prefix("aci_telemetry_dropped_spans_total "))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("the dropped spans counter")
+}
+
+/// CPU microseconds per call of `replica` over `count` calls of a fresh run.
+async fn measure(replica: &Replica, tag: &str, count: usize) -> f64 {
+    let pid = replica.child.id().expect("the replica runs");
+    calls(replica.addr, &format!("run-warm-{tag}"), WARM_UP).await;
+    let before = cpu_ns(pid);
+    calls(replica.addr, &format!("run-{tag}"), count).await;
+    let spent = cpu_ns(pid) - before;
+    spent as f64 / 1_000.0 / count as f64
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    if !aci_bench::full_run() {
+        return;
+    }
+    let bin = std::env::var("ACI_BIN").expect("ACI_BIN: the release aci binary");
+    let calls_per_round = env_count("ACI_BENCH_CALLS", DEFAULT_CALLS);
+    let rounds = env_count("ACI_BENCH_ROUNDS", DEFAULT_ROUNDS);
+    let dir = tempfile::tempdir().unwrap();
+    let (endpoint, received) = receiver().await;
+    let off_config = dir.path().join("off.toml");
+    std::fs::write(&off_config, "").unwrap();
+    let on_config = dir.path().join("on.toml");
+    std::fs::write(
+        &on_config,
+        format!("[telemetry]\notlp_endpoint = \"{endpoint}\"\nsample_ratio = 1.0\n"),
+    )
+    .unwrap();
+    let rows = [
+        ("off", replica(&bin, &off_config).await),
+        ("on", replica(&bin, &on_config).await),
+    ];
+    println!(
+        "traces: {rounds} rounds of {calls_per_round} query_logs calls, {WORKERS} concurrent, per replica"
+    );
+    let mut per_row = [Vec::new(), Vec::new()];
+    let mut ratios = Vec::new();
+    for round in 0..rounds {
+        let mut figures = [0.0; 2];
+        for row in aci_bench::rotated(rows.len(), round) {
+            let (tag, replica) = &rows[row];
+            figures[row] = measure(replica, &format!("{tag}-{round}"), calls_per_round).await;
+        }
+        println!(
+            "round {round}: off {:.1} us/call, on {:.1} us/call",
+            figures[0], figures[1]
+        );
+        per_row[0].push(figures[0]);
+        per_row[1].push(figures[1]);
+        ratios.push(figures[1] / figures[0]);
+    }
+    let requests = received.requests.load(Ordering::Relaxed);
+    assert!(requests > 0, "the receiver got no export");
+    // A dropped span would make tracing look cheaper than it is.
+    let dropped = dropped_spans(&rows[1].1).await;
+    println!("spans dropped by the traced replica: {dropped}");
+    let (ratio, low, high) = aci_bench::spread(&ratios);
+    println!(
+        "CPU per call (median): off {:.1} us, on {:.1} us; the receiver took {requests} exports, {} KiB",
+        aci_bench::median(per_row[0].clone()),
+        aci_bench::median(per_row[1].clone()),
+        received.bytes.load(Ordering::Relaxed) / 1024
+    );
+    println!(
+        "tracing on / off, CPU per call: {ratio:.3} [{low:.3}, {high:.3}] (goal: at most 1.05)"
+    );
+    println!("cpu_ratio_on_off={ratio:.3}");
+}
