@@ -232,6 +232,7 @@ enum Format {
 
 fn main() -> ExitCode {
     install_panic_hook();
+    install_crypto_provider();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -264,6 +265,20 @@ fn main() -> ExitCode {
 
 /// Panics are caught by the boundary; this hook keeps their messages (which
 /// may carry payload text) off stderr.
+/// Makes ring the process's TLS crypto provider before any client is built.
+///
+/// rustls picks a provider by itself only when exactly one is compiled in,
+/// and a build may hold none or two (a dependency of another crate can turn
+/// on the OTLP exporter's `rustls-no-provider`, or a second provider):
+/// without a process default, building the exporter's HTTP client, or a
+/// `rediss://` or PostgreSQL TLS connection, would panic.
+fn install_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Another installer got there first: a default exists either way.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
 fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| {
         let location = info
