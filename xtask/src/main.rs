@@ -9,8 +9,12 @@
 //!   `redaction`, `traces`, `instructions`); `--record` writes its last line into the
 //!   "last measured" table of docs/benchmarks.md, which says what each
 //!   measures and its goal.
+//! - `fuzz [--seconds N] [TARGET...]`: build the `fuzz/` targets with
+//!   libFuzzer's instrumentation and run each for N seconds (see
+//!   `fuzz/README.md`).
 
 mod bench;
+mod fuzz;
 mod record;
 mod schema;
 
@@ -19,7 +23,7 @@ use std::process::ExitCode;
 
 fn usage() -> String {
     format!(
-        "usage: cargo xtask schema [--check] | cargo xtask bench <name> [--record]\n  bench names: {}",
+        "usage: cargo xtask schema [--check] | cargo xtask bench <name> [--record] | cargo xtask fuzz [--seconds N] [TARGET...]\n  bench names: {}",
         bench::names().join(", ")
     )
 }
@@ -34,6 +38,7 @@ fn main() -> ExitCode {
         ["bench", name, "--record"] | ["bench", "--record", name] => {
             bench::run(&workspace_root(), name, true)
         }
+        ["fuzz", rest @ ..] => fuzz::run(&workspace_root(), rest),
         _ => {
             eprintln!("{}", usage());
             ExitCode::from(2)

@@ -246,6 +246,7 @@ pub async fn settle_of_a_missing_record_leaves_a_tombstone(h: &dyn StoreHarness)
     let store = h.store();
     let clock = h.clock();
     let run = fresh_run_id();
+    let started = Instant::now();
     let mut lost = new_invocation(clock.as_ref(), &run, "c1", "tool_a", "one");
     lost.attempt = 11;
     lost.budgets.run = Some(1);
@@ -267,8 +268,13 @@ pub async fn settle_of_a_missing_record_leaves_a_tombstone(h: &dyn StoreHarness)
     assert_eq!(record.request_json, None);
     assert_eq!(record.raw_json, None);
     let ttl = store.remaining_ttl(&unsettled.key).await.unwrap().unwrap();
+    // The call's TTL, from its creation: at most what the settle and the
+    // read took is gone.
+    let elapsed = started.elapsed();
     assert!(
-        ttl <= unsettled.ttl && ttl + h.ttl_tolerance() + Duration::from_secs(1) >= unsettled.ttl
+        ttl <= unsettled.ttl && ttl + elapsed + h.ttl_tolerance() >= unsettled.ttl,
+        "{ttl:?} ({elapsed:?} after the settle) is not the call's {:?}",
+        unsettled.ttl
     );
 
     // The create that was still on its way arrives: refused, nothing counted.
