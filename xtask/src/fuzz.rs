@@ -29,7 +29,7 @@ const RUSTFLAGS: &str = "-Cpasses=sancov-module \
 -Cllvm-args=-sanitizer-coverage-trace-compares \
 --cfg fuzzing -Cdebug-assertions -Coverflow-checks";
 
-pub fn run(root: &Path, args: &[&str]) -> ExitCode {
+pub(crate) fn run(root: &Path, args: &[&str]) -> ExitCode {
     match run_inner(root, args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
