@@ -100,7 +100,7 @@ impl ArchiveSettings {
     /// The checkpoint key of `signing_key_file`, if one is configured.
     ///
     /// # Errors
-    /// [`ArchiveError::InvalidKey`] when it cannot be read or is no Ed25519
+    /// [`ArchiveError::InvalidKey`](crate::ArchiveError::InvalidKey) when it cannot be read or is no Ed25519
     /// PKCS#8 PEM key (the error shows neither the path's contents nor the
     /// key).
     pub fn signing_key(&self) -> crate::Result<Option<crate::CheckpointKey>> {
