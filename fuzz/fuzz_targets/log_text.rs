@@ -1,7 +1,8 @@
 //! Any bytes as a log file in every format `query_logs` reads: the whole-text
 //! parser never panics and makes at most one event per line, and the file
 //! search (prefilter-guided, seeking or reading whole) finds exactly the
-//! events that reading every event and matching it finds.
+//! events that reading every event and matching it finds when the lines are
+//! in time order (within the seeking's slack), and never more otherwise.
 #![no_main]
 
 use aci_contracts::{LogTopic, Timestamp};
@@ -51,21 +52,50 @@ fuzz_target!(|data: &[u8]| {
         start: Timestamp::from_unix_millis(NOW_MILLIS - (i64::from(*lookback) + 1) * 3_600_000),
         end,
     };
-    let expected: Vec<&str> = parsed
+    // The search returns its matches in time order (ties in file order).
+    // It matches an event's whole text; an event whose message was cut for
+    // the raw record (`message_truncated`) may match past the cut, so one
+    // that does not match before it is only a possible match.
+    let in_window: Vec<_> = parsed
         .events
         .iter()
         .filter(|e| query.start <= e.timestamp && e.timestamp <= query.end)
+        .collect();
+    let mut sure: Vec<_> = in_window
+        .iter()
         .filter(|e| e.message.to_lowercase().contains(&query.query))
+        .collect();
+    sure.sort_by_key(|e| e.timestamp);
+    let sure: Vec<&str> = sure.iter().map(|e| e.message.as_str()).collect();
+    let maybe: Vec<&str> = in_window
+        .iter()
+        .filter(|e| e.fields.contains_key("message_truncated"))
+        .filter(|e| !e.message.to_lowercase().contains(&query.query))
         .map(|e| e.message.as_str())
         .collect();
+    // The guided search relies on lines in time order within the slack the
+    // seeking tolerates; a file out of order beyond it may be skipped or cut
+    // where no probe sees the disorder (a documented limit). Then the search
+    // still finds nothing that reading every event does not.
+    let in_order = parsed.events.windows(2).all(|pair| {
+        pair[1].timestamp.unix_millis()
+            >= pair[0].timestamp.unix_millis() - FileLogSource::ORDER_SLACK_MS
+    });
     std::fs::write(section.dir.join(FILE), text).expect("write the file");
     for source in sources {
         let (matches, _) = source
             .query_blocking(&query)
             .expect("a search of a readable file");
-        assert_eq!(matches.match_count, expected.len() as u64);
         let found: Vec<&str> = matches.events.iter().map(|e| e.message.as_str()).collect();
-        assert_eq!(found[..], expected[expected.len() - found.len()..]);
+        let count = usize::try_from(matches.match_count).expect("a count of events in memory");
+        if in_order && maybe.is_empty() {
+            assert_eq!(count, sure.len());
+            assert_eq!(found[..], sure[sure.len() - found.len()..]);
+        } else {
+            assert!(count <= sure.len() + maybe.len());
+            assert!(!in_order || count >= sure.len());
+            assert!(found.iter().all(|m| sure.contains(m) || maybe.contains(m)));
+        }
     }
 });
 
