@@ -42,6 +42,7 @@ pub mod fingerprint;
 mod journal;
 mod limits;
 mod outbox;
+mod port;
 mod port_error;
 mod recall;
 mod record;
@@ -69,6 +70,7 @@ pub use limits::{
     Limits, LimitsConfig,
 };
 pub use outbox::{Backlog, Outbox, OutboxEntry};
+pub use port::{PortCall, PortExecutor};
 pub use port_error::PortError;
 pub use record::{
     Budgets, Created, FinalFields, Finalization, InvocationKey, InvocationRecord, NewInvocation,

@@ -4,7 +4,9 @@ use aci_contracts::{
     LogTopic, MAX_LOOKBACK_MINUTES, MIN_LOOKBACK_MINUTES, QueryLogsRequest, SourceKind, Timestamp,
 };
 use async_trait::async_trait;
-use invocation_core::{ExecutionContext, ExecutionError, ExecutionErrorKind, Executor};
+use invocation_core::{
+    ExecutionContext, ExecutionError, ExecutionErrorKind, PortCall, PortExecutor,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::{LogQuery, LogSource, RawLogEvent, ScanStats};
@@ -39,25 +41,14 @@ pub struct RawLogResponse {
 }
 
 /// The `query_logs` executor: resolves the window from the boundary clock
-/// and asks a [`LogSource`]; the source's error converts with `?` (category
-/// and retryability kept).
-#[derive(Debug, Clone)]
-pub struct LogExecutor<S> {
-    source: S,
-}
+/// and asks a [`LogSource`] ([`SearchWindow`]); the source's error converts
+/// with `?` (category and retryability kept); `source()` gives the port back.
+pub type LogExecutor<S> = PortExecutor<S, SearchWindow>;
 
-impl<S: LogSource> LogExecutor<S> {
-    /// An executor over `source`.
-    pub const fn new(source: S) -> Self {
-        Self { source }
-    }
-
-    /// The source.
-    #[must_use]
-    pub const fn source(&self) -> &S {
-        &self.source
-    }
-}
+/// How `query_logs` asks a [`LogSource`]: the topic and words over the
+/// window `[now - lookback, now]` of the boundary clock.
+#[derive(Debug)]
+pub enum SearchWindow {}
 
 /// The window `[now - lookback, now]` of a request.
 #[must_use]
@@ -69,12 +60,12 @@ pub fn resolve_window(now: Timestamp, lookback_minutes: u32) -> (Timestamp, Time
 }
 
 #[async_trait]
-impl<S: LogSource> Executor for LogExecutor<S> {
+impl<S: LogSource> PortCall<S> for SearchWindow {
     type Request = QueryLogsRequest;
     type Raw = RawLogResponse;
 
-    async fn execute(
-        &self,
+    async fn call(
+        source: &S,
         request: &QueryLogsRequest,
         context: &ExecutionContext,
     ) -> Result<RawLogResponse, ExecutionError> {
@@ -91,9 +82,9 @@ impl<S: LogSource> Executor for LogExecutor<S> {
             start: start_time,
             end: end_time,
         };
-        let matches = self.source.query(&query).await?;
+        let matches = source.query(&query).await?;
         Ok(RawLogResponse {
-            source_kind: self.source.source_kind(),
+            source_kind: source.source_kind(),
             topic: query.topic,
             query: query.query,
             lookback_minutes,

@@ -55,7 +55,7 @@ use invocation_core::ToolSpec;
 use invocation_core::bounds::InvalidBounds;
 
 pub use error::{Error, Result};
-pub use executor::{LogExecutor, RawLogResponse, resolve_window};
+pub use executor::{LogExecutor, RawLogResponse, SearchWindow, resolve_window};
 pub use file::{
     FileLogSource, LogFormat, LogsConfig, ParsedText, ScanStats, TopicConfig, parse_text,
 };

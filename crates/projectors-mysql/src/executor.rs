@@ -1,38 +1,30 @@
 //! The `query_mysql` executor: the [`MysqlSource`] port adapted to the
-//! boundary's [`Executor`].
+//! boundary's [`Executor`](invocation_core::Executor).
 
 use aci_contracts::QueryMysqlRequest;
 use async_trait::async_trait;
-use invocation_core::{ExecutionContext, ExecutionError, Executor};
+use invocation_core::{ExecutionContext, ExecutionError, PortCall, PortExecutor};
 
 use crate::{MysqlQuery, MysqlSource, RawResultSet};
 
-/// Adapts a [`MysqlSource`] to the boundary's [`Executor`].
-#[derive(Debug, Clone)]
-pub struct QueryMysqlExecutor<S> {
-    source: S,
-}
+/// The `query_mysql` executor: runs the statement on a [`MysqlSource`]
+/// ([`RunStatement`]) and waits for its kills when drained; `source()` gives
+/// the port back.
+pub type QueryMysqlExecutor<S> = PortExecutor<S, RunStatement>;
 
-impl<S: MysqlSource> QueryMysqlExecutor<S> {
-    /// Wraps `source`.
-    pub const fn new(source: S) -> Self {
-        Self { source }
-    }
-
-    /// The source.
-    #[must_use]
-    pub const fn source(&self) -> &S {
-        &self.source
-    }
-}
+/// How `query_mysql` asks a [`MysqlSource`]: the statement and its params
+/// against the named data source; draining waits for the source's kills of
+/// cancelled statements.
+#[derive(Debug)]
+pub enum RunStatement {}
 
 #[async_trait]
-impl<S: MysqlSource> Executor for QueryMysqlExecutor<S> {
+impl<S: MysqlSource> PortCall<S> for RunStatement {
     type Request = QueryMysqlRequest;
     type Raw = RawResultSet;
 
-    async fn execute(
-        &self,
+    async fn call(
+        source: &S,
         request: &QueryMysqlRequest,
         _context: &ExecutionContext,
     ) -> Result<RawResultSet, ExecutionError> {
@@ -41,10 +33,10 @@ impl<S: MysqlSource> Executor for QueryMysqlExecutor<S> {
             sql: &request.sql,
             params: &request.params,
         };
-        Ok(self.source.query(query).await?)
+        Ok(source.query(query).await?)
     }
 
-    async fn drain(&self) {
-        self.source.drain().await;
+    async fn drain(source: &S) {
+        source.drain().await;
     }
 }

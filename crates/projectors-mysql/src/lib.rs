@@ -42,7 +42,7 @@ use invocation_core::ToolSpec;
 use invocation_core::bounds::{InvalidBounds, ProjectionBounds};
 
 pub use error::{Error, Rejection, Result};
-pub use executor::QueryMysqlExecutor;
+pub use executor::{QueryMysqlExecutor, RunStatement};
 pub use projector::{
     DEFAULT_MAX_CELL_BYTES, DEFAULT_MAX_COLUMN_NAME_BYTES, DEFAULT_MAX_COLUMNS, DEFAULT_MAX_ROWS,
     DEFAULT_MAX_ROWS_BYTES, MIN_CELL_BYTES, MysqlBounds, MysqlProjector, column_type,

@@ -68,7 +68,7 @@ use invocation_core::bounds::InvalidBounds;
 
 #[cfg(feature = "knowledge-base")]
 pub use error::{Error, Result};
-pub use executor::KnowledgeExecutor;
+pub use executor::{KnowledgeExecutor, Retrieve};
 #[cfg(feature = "knowledge-base")]
 pub use knowledge_base::evaluation;
 #[cfg(feature = "knowledge-base")]
