@@ -13,7 +13,9 @@ use aci_contracts::{InvocationStatus, RunId};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use invocation_core::redact::marker;
-use invocation_core::testing::secrets::{examples, json_escaped, stored_raw};
+use invocation_core::testing::secrets::{
+    examples, json_escaped, ready_observation_without, stored_raw,
+};
 use invocation_core::{BoundaryOutcome, RunContext, ToolBoundary, ToolEnvelope};
 use mysql_async::prelude::Queryable;
 use projectors_mysql::testing::TestDatabase;
@@ -86,19 +88,8 @@ async fn every_planted_secret_in_text_json_and_binary_cells_is_redacted() {
                 json!({"data_source": "shop", "sql": sql, "params": [i]}),
             )
             .await;
-            assert_eq!(
-                outcome.control.status,
-                InvocationStatus::Ready,
-                "{}",
-                e.rule
-            );
-            let observation = outcome.observation.to_json();
+            let observation = ready_observation_without(&outcome, e);
             let text = observation.to_string();
-            assert!(
-                !text.contains(&json_escaped(&e.secret)),
-                "{}: {text}",
-                e.rule
-            );
             let encoded_secret = STANDARD.encode(e.secret.as_bytes());
             assert!(!text.contains(&encoded_secret[..encoded_secret.len() - 4]));
 

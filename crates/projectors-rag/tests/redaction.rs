@@ -9,9 +9,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use aci_contracts::{InvocationStatus, RunId};
+use aci_contracts::RunId;
 use invocation_core::redact::marker;
-use invocation_core::testing::secrets::{ALNUM, examples, fake, json_escaped, stored_raw};
+use invocation_core::testing::secrets::{
+    ALNUM, examples, fake, json_escaped, ready_observation_without, stored_raw,
+};
 use invocation_core::{BoundaryOutcome, RunContext, ToolBoundary, ToolEnvelope};
 use projectors_rag::{MarkdownKnowledgeBase, lookup_knowledge_tool};
 use serde_json::{Value, json};
@@ -60,19 +62,8 @@ async fn every_planted_secret_in_a_runbook_is_redacted_in_the_excerpt() {
     for (i, e) in examples.iter().enumerate() {
         let id = format!("call_{i}");
         let outcome = call(&boundary, &run, &id, &tag(i)).await;
-        assert_eq!(
-            outcome.control.status,
-            InvocationStatus::Ready,
-            "{}",
-            e.rule
-        );
-        let observation = outcome.observation.to_json();
+        let observation = ready_observation_without(&outcome, e);
         let text = observation.to_string();
-        assert!(
-            !text.contains(&json_escaped(&e.secret)),
-            "{}: {text}",
-            e.rule
-        );
         // The analyzers' n-grams may bring other runbooks along: each holds
         // one planted secret, and each is counted.
         let evidence = observation["evidence"].as_array().unwrap();

@@ -1,7 +1,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{EvidenceResult, ResultCounters, ValidationError, check_status_and_count};
+use super::{EvidenceResult, ValidationError, check_status_and_count};
 use crate::{ReadyEvidenceStatus, RelevanceLevel, ToolCallId};
 
 /// One passage of knowledge evidence: exactly these five fields.
@@ -102,13 +102,10 @@ impl EvidenceResult for LookupKnowledgeResult {
             truncated: self.truncated,
         }
     }
+}
 
-    fn counters(&self) -> ResultCounters {
-        ResultCounters {
-            returned_count: self.returned_count,
-            match_count: None,
-            truncated: self.truncated,
-            relevance_level: self.relevance_level,
-        }
+impl super::Counted for LookupKnowledgeResult {
+    fn relevance_level(&self) -> Option<RelevanceLevel> {
+        self.relevance_level
     }
 }

@@ -1,7 +1,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{EvidenceResult, ResultCounters, ValidationError, check_status_and_count};
+use super::{EvidenceResult, ValidationError, check_status_and_count};
 use crate::{LogLevel, LogTopic, ReadyEvidenceStatus, SourceKind, Timestamp, ToolCallId};
 
 /// The complete scope a log query ran over.
@@ -138,13 +138,10 @@ impl EvidenceResult for QueryLogsResult {
             truncated: self.truncated,
         }
     }
+}
 
-    fn counters(&self) -> ResultCounters {
-        ResultCounters {
-            returned_count: self.returned_count,
-            match_count: Some(self.match_count),
-            truncated: self.truncated,
-            relevance_level: None,
-        }
+impl super::Counted for QueryLogsResult {
+    fn match_count(&self) -> Option<u64> {
+        Some(self.match_count)
     }
 }

@@ -4,11 +4,21 @@
 //! different types. [`EvidenceResult::validate`] rejects results whose status
 //! disagrees with their content.
 
-/// The three accessors every result has alike (its `evidence_status` and
-/// `tool_call_id` fields), written once for the
-/// [`EvidenceResult`] impls of the three results.
+/// The accessors every result has alike (its `evidence_status`,
+/// `tool_call_id`, `returned_count` and `truncated` fields, and its counters
+/// with what [`Counted`] adds), written once for the [`EvidenceResult`]
+/// impls of the three results.
 macro_rules! evidence_identity {
     () => {
+        fn counters(&self) -> crate::ResultCounters {
+            crate::ResultCounters {
+                returned_count: self.returned_count,
+                match_count: super::Counted::match_count(self),
+                truncated: self.truncated,
+                relevance_level: super::Counted::relevance_level(self),
+            }
+        }
+
         fn evidence_status(&self) -> crate::ReadyEvidenceStatus {
             self.evidence_status
         }
@@ -127,6 +137,18 @@ pub trait EvidenceResult:
 
     /// Counters for the harness control view.
     fn counters(&self) -> ResultCounters;
+}
+
+/// The counters a result has beyond `returned_count` and `truncated`
+/// ([`ResultCounters`]); a result without one keeps the default (absent).
+trait Counted {
+    fn match_count(&self) -> Option<u64> {
+        None
+    }
+
+    fn relevance_level(&self) -> Option<RelevanceLevel> {
+        None
+    }
 }
 
 fn check_status_and_count(

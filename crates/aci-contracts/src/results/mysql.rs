@@ -3,7 +3,7 @@ use std::borrow::Cow;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
-use super::{EvidenceResult, ResultCounters, ValidationError, check_status_and_count};
+use super::{EvidenceResult, ValidationError, check_status_and_count};
 use crate::{ReadyEvidenceStatus, ToolCallId};
 
 /// A JSON scalar: a placeholder value in a request, or one cell of a row.
@@ -150,13 +150,6 @@ impl EvidenceResult for QueryMysqlResult {
             truncated: self.truncated,
         }
     }
-
-    fn counters(&self) -> ResultCounters {
-        ResultCounters {
-            returned_count: self.returned_count,
-            match_count: None,
-            truncated: self.truncated,
-            relevance_level: None,
-        }
-    }
 }
+
+impl super::Counted for QueryMysqlResult {}

@@ -447,6 +447,33 @@ pub fn json_escaped(text: &str) -> String {
     quoted[1..quoted.len() - 1].to_owned()
 }
 
+/// The Model Observation of `outcome` as JSON, after asserting the call is
+/// READY and its observation holds `example`'s secret nowhere (JSON-escaped,
+/// as it would stand in the text).
+///
+/// # Panics
+/// When the call is not READY or the secret is in the observation.
+#[must_use]
+pub fn ready_observation_without(
+    outcome: &crate::BoundaryOutcome,
+    example: &Example,
+) -> serde_json::Value {
+    assert_eq!(
+        outcome.control.status,
+        aci_contracts::InvocationStatus::Ready,
+        "{}",
+        example.rule
+    );
+    let observation = outcome.observation.to_json();
+    let text = observation.to_string();
+    assert!(
+        !text.contains(&json_escaped(&example.secret)),
+        "{}: {text}",
+        example.rule
+    );
+    observation
+}
+
 /// The raw response JSON the boundary's store holds for call `id` of `run`
 /// (harness-only), read back from the store.
 ///
