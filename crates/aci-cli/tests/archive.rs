@@ -342,8 +342,18 @@ async fn killed_archiver_then_restarted_archives_everything_exactly_once() {
 /// row, no gap in any chain; SIGTERM drains each and exits 0.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_archivers_under_64_concurrent_calls() {
+    archivers_under_64_concurrent_calls(2).await;
+}
+
+/// The same with three archivers competing for the same entries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_archivers_under_64_concurrent_calls() {
+    archivers_under_64_concurrent_calls(3).await;
+}
+
+async fn archivers_under_64_concurrent_calls(count: usize) {
     let env = Env::new("batch_size = 8\n").await;
-    let mut archivers: Vec<_> = (0..2)
+    let mut archivers: Vec<_> = (0..count)
         .map(|_| {
             aci_command(&["archive", "--config", env.config()])
                 .stdout(Stdio::piped())
