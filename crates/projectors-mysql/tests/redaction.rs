@@ -88,8 +88,7 @@ async fn every_planted_secret_in_text_json_and_binary_cells_is_redacted() {
                 json!({"data_source": "shop", "sql": sql, "params": [i]}),
             )
             .await;
-            let observation = ready_observation_without(&outcome, e);
-            let text = observation.to_string();
+            let (observation, text) = ready_observation_without(&outcome, e);
             let encoded_secret = STANDARD.encode(e.secret.as_bytes());
             assert!(!text.contains(&encoded_secret[..encoded_secret.len() - 4]));
 

@@ -447,9 +447,9 @@ pub fn json_escaped(text: &str) -> String {
     quoted[1..quoted.len() - 1].to_owned()
 }
 
-/// The Model Observation of `outcome` as JSON, after asserting the call is
-/// READY and its observation holds `example`'s secret nowhere (JSON-escaped,
-/// as it would stand in the text).
+/// The Model Observation of `outcome` as JSON and as its text, after
+/// asserting the call is READY and its observation holds `example`'s secret
+/// nowhere (JSON-escaped, as it would stand in the text).
 ///
 /// # Panics
 /// When the call is not READY or the secret is in the observation.
@@ -457,7 +457,7 @@ pub fn json_escaped(text: &str) -> String {
 pub fn ready_observation_without(
     outcome: &crate::BoundaryOutcome,
     example: &Example,
-) -> serde_json::Value {
+) -> (serde_json::Value, String) {
     assert_eq!(
         outcome.control.status,
         aci_contracts::InvocationStatus::Ready,
@@ -471,7 +471,7 @@ pub fn ready_observation_without(
         "{}: {text}",
         example.rule
     );
-    observation
+    (observation, text)
 }
 
 /// The raw response JSON the boundary's store holds for call `id` of `run`
