@@ -72,10 +72,16 @@ fuzz_target!(|data: &[u8]| {
     // seeking tolerates; a file out of order beyond it may be skipped or cut
     // where no probe sees the disorder (a documented limit). Then the search
     // still finds nothing that reading every event does not.
-    let in_order = parsed.events.windows(2).all(|pair| {
-        pair[1].timestamp.unix_millis()
-            >= pair[0].timestamp.unix_millis() - FileLogSource::ORDER_SLACK_MS
-    });
+    // Order is judged per line (each line parsed on its own), so a
+    // continuation carrying its own time (a CRI partial) counts too.
+    let line_times: Vec<i64> = text
+        .split(|b| *b == b'\n')
+        .filter_map(|line| parse_text(section, line, end).ok())
+        .flat_map(|one| one.events.into_iter().map(|e| e.timestamp.unix_millis()))
+        .collect();
+    let in_order = line_times
+        .windows(2)
+        .all(|pair| pair[1] >= pair[0] - FileLogSource::ORDER_SLACK_MS);
     std::fs::write(section.dir.join(FILE), text).expect("write the file");
     for source in sources {
         let (matches, _) = source
