@@ -11,6 +11,7 @@ use projectors_rag::{MarkdownKnowledgeBase, Progress, lookup_knowledge_tool};
 use store_memory::MemoryStore;
 use store_redis::{RedisConfig, RedisStore};
 
+use crate::archive::LocalArchive;
 use crate::config::Config;
 use crate::error::CliError;
 
@@ -57,6 +58,10 @@ pub(crate) struct App {
     /// The knowledge base of `[knowledge] dir` (shared with the tool), for the
     /// serve-time watcher; `None` for the bundled runbooks.
     pub(crate) knowledge: Option<MarkdownKnowledgeBase>,
+    /// With the memory store and `[archive]`: the archiver of its outbox,
+    /// which this process runs (a Redis store's outbox is emptied by `aci
+    /// archive` processes instead).
+    pub(crate) archive: Option<LocalArchive>,
     run: RunSettings,
 }
 
@@ -66,7 +71,7 @@ impl App {
     pub(crate) async fn build(config: &Config, store: Option<&str>) -> Result<Self, CliError> {
         let spec = StoreSpec::parse(store.or(config.store.as_deref()).unwrap_or("memory"))?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let store = open_store(&spec, config, &clock).await?;
+        let (store, archive) = open_store(&spec, config, &clock).await?;
         let (knowledge, report) = crate::index::open_knowledge(&config.knowledge, report_progress)?;
         if let Some(report) = &report {
             eprintln!(
@@ -101,6 +106,7 @@ impl App {
         Ok(Self {
             boundary,
             knowledge: watched,
+            archive,
             run: RunSettings {
                 deadline: config.run.deadline_secs.map(Duration::from_secs),
                 budget: config.run.budget,
@@ -140,18 +146,25 @@ async fn open_store(
     spec: &StoreSpec,
     config: &Config,
     clock: &Arc<dyn Clock>,
-) -> Result<Arc<dyn InvocationStore>, CliError> {
+) -> Result<(Arc<dyn InvocationStore>, Option<LocalArchive>), CliError> {
     let redis = match spec {
-        StoreSpec::Memory => return Ok(Arc::new(MemoryStore::with_clock(Arc::clone(clock)))),
+        StoreSpec::Memory if config.archives() => {
+            let store = MemoryStore::with_outbox(Arc::clone(clock));
+            let archive = crate::archive::local(config, &store).await?;
+            return Ok((Arc::new(store), archive));
+        }
+        StoreSpec::Memory => {
+            return Ok((Arc::new(MemoryStore::with_clock(Arc::clone(clock))), None));
+        }
         StoreSpec::Redis(redis) => config
             .redis
             .apply(redis.clone())
             .map_err(redis_error)?
-            .outbox(config.archive.is_some()),
+            .outbox(config.archives()),
     };
     let store = RedisStore::new(redis).map_err(redis_error)?;
     store.ping().await.map_err(redis_error)?;
-    Ok(Arc::new(store))
+    Ok((Arc::new(store), None))
 }
 
 /// store-redis's errors name the problem (and a file's key and path), never

@@ -30,6 +30,10 @@ pub(crate) enum ToolFormat {
 /// How long `aci call` waits for its span to reach the collector.
 const CALL_FLUSH: Duration = Duration::from_secs(10);
 
+/// How long `aci call` with a memory store and `[archive]` tries to archive
+/// its record before it says it could not.
+const CALL_ARCHIVE: Duration = Duration::from_secs(10);
+
 /// Exit status of a READY call.
 const READY: u8 = 0;
 /// Exit status of an ERROR call, or of a citation that does not stand.
@@ -65,7 +69,11 @@ pub(crate) async fn run(command: Command) -> Result<ExitCode, CliError> {
             run, ids, store, ..
         } => verify(&store, &run, &ids).await,
         Command::Report { run, out, store } => crate::review::report(&store, &run, &out).await,
-        Command::Archive { once, store } => crate::archive::run(&store, once).await,
+        Command::Archive {
+            once,
+            metrics,
+            store,
+        } => crate::archive::run(&store, once, metrics.as_deref()).await,
         Command::Export { run, format, store } => {
             crate::archive::export(&store, &run, format).await
         }
@@ -202,6 +210,11 @@ async fn call(
         trace.end(&tool, &Answer::from(outcome));
     }
     let printed = outln!("{}", pretty::indent(&compact));
+    if let Some(archive) = &app.archive {
+        // The memory store's record dies with the process: archived now, or
+        // said not to be.
+        archive.finish(CALL_ARCHIVE).await;
+    }
     // The span leaves before the process does.
     telemetry::shutdown(CALL_FLUSH).await;
     printed?;

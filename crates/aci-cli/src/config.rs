@@ -55,9 +55,9 @@ pub(crate) struct Config {
     /// (the built-in rules always apply).
     #[serde(default)]
     pub(crate) redaction: RedactionConfig,
-    /// `[archive]`: the PostgreSQL archive of `aci archive`. Its presence
-    /// turns the Redis store's outbox on, in every process that reads the
-    /// file.
+    /// `[archive]`: the PostgreSQL archive. With its `url`, every process
+    /// that reads the file writes the Redis store's outbox (for `aci
+    /// archive`), or archives its memory store's records itself.
     pub(crate) archive: Option<store_archive::ArchiveSettings>,
     /// `[telemetry]`: OpenTelemetry traces over OTLP/HTTP.
     #[serde(default)]
@@ -109,6 +109,11 @@ pub(crate) struct KnowledgeSection {
 }
 
 impl Config {
+    /// Whether finalized records are archived (`[archive] url` is set).
+    pub(crate) fn archives(&self) -> bool {
+        self.archive.as_ref().is_some_and(|a| a.url.is_some())
+    }
+
     /// Reads and parses `path`.
     pub(crate) fn load(path: &Path) -> Result<Self, CliError> {
         let text = std::fs::read_to_string(path).map_err(|e| {

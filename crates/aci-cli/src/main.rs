@@ -178,6 +178,11 @@ enum Command {
         /// One pass, then exit.
         #[arg(long)]
         once: bool,
+        /// Serve `GET /metrics` (Prometheus text: pending, lag, rows,
+        /// errors) on this `host:port` (overrides `[archive]
+        /// metrics_listen`).
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<String>,
         #[command(flatten)]
         store: StoreArgs,
     },

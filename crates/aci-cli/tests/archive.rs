@@ -76,7 +76,10 @@ impl Env {
     }
 
     async fn on(redis: RedisConfig, url: String, extra: &str) -> Self {
-        let db = TestDatabase::create().await;
+        Self::with_database(TestDatabase::create().await, redis, url, extra)
+    }
+
+    fn with_database(db: TestDatabase, redis: RedisConfig, url: String, extra: &str) -> Self {
         let prefix = unique_prefix();
         let store = RedisStore::new(redis.key_prefix(&prefix).outbox(true)).unwrap();
         let config = config_file(
@@ -496,4 +499,294 @@ async fn cluster_outboxes_on_every_primary_are_archived_once() {
     archiver.wait().await.unwrap();
     env.archive_until_done().await;
     assert_exactly_once(&env, &runs, 60).await;
+}
+
+/// A running `aci archive --metrics 127.0.0.1:0`: its metrics address (read
+/// from its stderr, which is drained to the end).
+struct ServedArchiver {
+    child: tokio::process::Child,
+    metrics: String,
+    http: reqwest::Client,
+}
+
+impl ServedArchiver {
+    async fn spawn(config: &str) -> Self {
+        use tokio::io::AsyncBufReadExt as _;
+        let mut child = aci_command(&["archive", "--config", config, "--metrics", "127.0.0.1:0"])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let metrics = tokio::time::timeout(HANG_GUARD, async {
+            loop {
+                let line = lines.next_line().await.unwrap().expect("the address line");
+                if let Some(rest) = line.strip_prefix("aci: archive metrics on ") {
+                    return rest.to_owned();
+                }
+            }
+        })
+        .await
+        .expect("the archiver says where its metrics are");
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Self {
+            child,
+            metrics,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    /// The value of metric `name` (a series without labels).
+    async fn metric(&self, name: &str) -> f64 {
+        let text = self
+            .http
+            .get(&self.metrics)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {text}"))
+    }
+
+    /// Waits (bounded by the hang guard) until `holds` of metric `name`.
+    async fn wait_for(&self, name: &str, holds: impl Fn(f64) -> bool) -> f64 {
+        tokio::time::timeout(HANG_GUARD, async {
+            loop {
+                let value = self.metric(name).await;
+                if holds(value) {
+                    return value;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("{name} did not reach the expected value"))
+    }
+
+    /// SIGTERM; the summary line of a clean exit.
+    async fn stop(self) -> serde_json::Value {
+        let pid = self.child.id().unwrap().to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let output = tokio::time::timeout(HANG_GUARD, self.child.wait_with_output())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(0), "SIGTERM drains and exits 0");
+        serde_json::from_slice(&output.stdout).unwrap()
+    }
+}
+
+/// PostgreSQL (a server of the test's own) stopped for 30 s while calls go
+/// on: the calls are unaffected, the backlog waits in Redis and the metrics
+/// show it (pending, lag, errors), and everything lands exactly once after
+/// the server is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_down_for_30_seconds_delays_but_loses_nothing() {
+    const DOWN: Duration = Duration::from_secs(30);
+    let server = store_archive::testing::PostgresServer::start();
+    let db = TestDatabase::create_on(&server.url()).await;
+    let env = Env::with_database(db, RedisConfig::single(shared_url()), shared_url(), "");
+    let archiver = ServedArchiver::spawn(env.config()).await;
+    let runs: Vec<RunId> = (0..3).map(|_| fresh_run_id()).collect();
+    let news = finalized_batch(&runs, 60);
+    let (before, during) = news.split_at(20);
+    for new in before {
+        env.store.create(new.clone()).await.unwrap();
+        env.store.finalize(&new.key, ready("up")).await.unwrap();
+    }
+    env.wait_for_rows(20).await;
+    archiver
+        .wait_for("aci_archive_rows_total", |v| v >= 20.0)
+        .await;
+    archiver.wait_for("aci_archive_pending", |v| v == 0.0).await;
+    assert_eq!(archiver.metric("aci_archive_lag_seconds").await, 0.0);
+
+    server.stop();
+    let down_at = std::time::Instant::now();
+    // Calls go on, one every 3/4 s, all through the outage.
+    let pace = DOWN / u32::try_from(during.len()).unwrap();
+    let mut tick = tokio::time::interval(pace);
+    for new in during {
+        tick.tick().await;
+        env.store.create(new.clone()).await.unwrap();
+        env.store.finalize(&new.key, ready("down")).await.unwrap();
+    }
+    // One real call through the boundary too: READY, as if nothing happened.
+    let cli_run = fresh_run_id();
+    let output = aci_async(&[
+        "call",
+        "lookup_knowledge",
+        r#"{"query":"connection pool timeout"}"#,
+        "--run-id",
+        cli_run.as_str(),
+        "--tool-call-id",
+        "during-outage",
+        "--config",
+        env.config(),
+    ])
+    .await;
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        support::command::stderr(&output)
+    );
+    let waiting = u64::try_from(during.len()).unwrap() + 1;
+    archiver
+        .wait_for("aci_archive_pending", |v| v >= waiting as f64)
+        .await;
+    let lag = archiver.metric("aci_archive_lag_seconds").await;
+    assert!(
+        lag >= (down_at.elapsed().as_secs_f64() - 5.0).max(DOWN.as_secs_f64() * 0.8),
+        "the lag shows the outage: {lag}"
+    );
+    assert!(archiver.metric("aci_archive_errors_total").await > 0.0);
+
+    server.start_again();
+    archiver.wait_for("aci_archive_pending", |v| v == 0.0).await;
+    env.wait_for_rows(61).await;
+    assert_eq!(archiver.metric("aci_archive_lag_seconds").await, 0.0);
+    assert_eq!(archiver.metric("aci_archive_rows_total").await, 61.0);
+    let summary = archiver.stop().await;
+    assert_eq!(summary["archived"], 61, "{summary}");
+    let mut all = runs.clone();
+    all.push(cli_run);
+    let rows = env.rows().await;
+    assert_eq!(rows.len(), 61);
+    assert_eq!(
+        rows.iter().collect::<BTreeSet<_>>().len(),
+        61,
+        "no duplicate"
+    );
+    for run in &all {
+        let (code, verdict) = env.verify(run).await;
+        assert_eq!(code, Some(0), "{verdict}");
+    }
+}
+
+/// A memory store archives its own records from the `aci serve` process:
+/// through the least-privileged archiver role (`SELECT, INSERT` only, the
+/// grants README gives) with the owner's `admin_url` for the schema and the
+/// month partitions; what it cannot archive by the end (INSERT revoked), it
+/// says on stderr. `aci call` archives its one record before it exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_store_processes_archive_their_own_records() {
+    let db = TestDatabase::create().await;
+    let owner = store_archive::Archive::connect(db.url()).await.unwrap();
+    owner.migrate().await.unwrap();
+    let role = db.archiver_role().await;
+    let config = config_file(
+        "archive-memory",
+        &format!(
+            "[archive]\nurl = \"{role}\"\nadmin_url = \"{}\"\npoll_interval_ms = 50\n\
+             [serve]\ndrain_secs = 2\n",
+            db.url()
+        ),
+    );
+    let config = config.to_str().unwrap();
+    let sql = db.client().await;
+    let rows = |run: String| {
+        let sql = &sql;
+        async move {
+            sql.query_one("SELECT count(*) FROM aci_calls WHERE run_id = $1", &[&run])
+                .await
+                .unwrap()
+                .get::<_, i64>(0)
+        }
+    };
+
+    // `aci call`: its record is archived before the process ends.
+    let call_run = fresh_run_id();
+    let output = aci_async(&[
+        "call",
+        "lookup_knowledge",
+        r#"{"query":"disk full"}"#,
+        "--run-id",
+        call_run.as_str(),
+        "--config",
+        config,
+    ])
+    .await;
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        support::command::stderr(&output)
+    );
+    assert_eq!(rows(call_run.to_string()).await, 1);
+
+    // `aci serve`: archived while it serves.
+    let run = fresh_run_id();
+    let mut session =
+        support::stdio::RawSession::start(&["--config", config, "--run-id", run.as_str()]).await;
+    for n in 0..3 {
+        let result = session
+            .call(
+                &serde_json::json!(n),
+                "lookup_knowledge",
+                serde_json::json!({"query": format!("connection pool {n}")}),
+                None,
+            )
+            .await;
+        assert!(result["error_code"].is_null(), "{result}");
+    }
+    tokio::time::timeout(HANG_GUARD, async {
+        while rows(run.to_string()).await < 3 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the serving process archives its records");
+    // The owner made next month's partition ahead: the archiver role
+    // cannot create one.
+    let next_month: bool = sql
+        .query_one(
+            "SELECT count(*) = 2 FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent \
+             WHERE p.relname = 'aci_calls'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(next_month, "this month's and next month's partitions exist");
+
+    // INSERT revoked: the next two records cannot be archived, and the
+    // process says so when it ends.
+    let role_name = role
+        .split("://")
+        .nth(1)
+        .and_then(|rest| rest.split(':').next())
+        .unwrap()
+        .to_owned();
+    sql.batch_execute(&format!("REVOKE INSERT ON aci_calls FROM {role_name}"))
+        .await
+        .unwrap();
+    for n in 3..5 {
+        let result = session
+            .call(
+                &serde_json::json!(n),
+                "lookup_knowledge",
+                serde_json::json!({"query": format!("slow query {n}")}),
+                None,
+            )
+            .await;
+        assert!(result["error_code"].is_null(), "{result}");
+    }
+    let (status, _, stderr) = session.close().await;
+    assert!(status.success(), "{stderr}");
+    assert!(
+        stderr.contains("aci: 2 finalized records were not archived"),
+        "{stderr}"
+    );
+    assert_eq!(rows(run.to_string()).await, 3);
 }

@@ -52,7 +52,7 @@ impl Archive {
         if batch.is_empty() {
             return Ok(Inserted::default());
         }
-        let mut client = self.client.lock().await;
+        let mut client = self.client().await?;
         let months: Vec<i64> = batch.iter().map(|i| i.call.finished_at_ms).collect();
         self.ensure_partitions(&client, &months).await?;
         let unavailable = ArchiveError::unavailable("insert");

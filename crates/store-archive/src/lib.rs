@@ -59,7 +59,7 @@ mod verify;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use tokio::sync::Mutex as AsyncMutex;
+use tokio::sync::{Mutex as AsyncMutex, MutexGuard as AsyncMutexGuard};
 use tokio_postgres::Client;
 
 pub use archiver::{Archiver, Step};
@@ -78,6 +78,8 @@ pub use verify::{Problem, StoredCall, Verdict};
 /// connection (statements run one at a time on it).
 #[derive(Clone)]
 pub struct Archive {
+    /// Where to connect again when the connection closed.
+    config: Arc<tokio_postgres::Config>,
     client: Arc<AsyncMutex<Client>>,
     /// Partitions known to exist.
     partitions: Arc<Mutex<HashSet<String>>>,
@@ -112,27 +114,65 @@ fn tls() -> tokio_postgres_rustls::MakeRustlsConnect {
     tokio_postgres_rustls::MakeRustlsConnect::new(config)
 }
 
+/// How long a connection attempt may take unless the URL says
+/// (`connect_timeout`).
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+async fn open(config: &tokio_postgres::Config) -> Result<Client> {
+    let (client, connection) = config
+        .connect(tls())
+        .await
+        .map_err(ArchiveError::unavailable("connect"))?;
+    tokio::spawn(async move {
+        if let Err(error) = connection.await {
+            tracing::warn!(code = "ARCHIVE_UNAVAILABLE", kind = ?error.code(), "archive connection closed");
+        }
+    });
+    Ok(client)
+}
+
 impl Archive {
     /// Connects to the archive at `url` (`postgres://user@host:port/db`).
-    /// The connection runs on a task of the current runtime.
+    /// The connection runs on a task of the current runtime. When it closes
+    /// (the server restarted, the network dropped it), the next operation
+    /// connects again; the operation that met the closed connection fails
+    /// with [`ArchiveError::Unavailable`] and may be retried.
     ///
     /// # Errors
     /// [`ArchiveError::InvalidUrl`], [`ArchiveError::Unavailable`].
     pub async fn connect(url: &str) -> Result<Self> {
-        let config: tokio_postgres::Config = url.parse().map_err(|_| ArchiveError::InvalidUrl)?;
-        let (client, connection) = config
-            .connect(tls())
-            .await
-            .map_err(ArchiveError::unavailable("connect"))?;
-        tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::warn!(code = "ARCHIVE_UNAVAILABLE", kind = ?error.code(), "archive connection closed");
-            }
-        });
+        let mut config: tokio_postgres::Config =
+            url.parse().map_err(|_| ArchiveError::InvalidUrl)?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        let client = open(&config).await?;
         Ok(Self {
+            config: Arc::new(config),
             client: Arc::new(AsyncMutex::new(client)),
             partitions: Arc::default(),
         })
+    }
+
+    /// The connection, opened again first when it closed.
+    async fn client(&self) -> Result<AsyncMutexGuard<'_, Client>> {
+        let mut client = self.client.lock().await;
+        if client.is_closed() {
+            *client = open(&self.config).await?;
+            tracing::info!("archive connection opened again");
+        }
+        Ok(client)
+    }
+
+    /// Drops the connection and opens a new one (after an operation timed
+    /// out, say: the old one may be stuck on a dead peer).
+    ///
+    /// # Errors
+    /// [`ArchiveError::Unavailable`]; the next operation tries again.
+    pub async fn reconnect(&self) -> Result<()> {
+        let mut client = self.client.lock().await;
+        *client = open(&self.config).await?;
+        Ok(())
     }
 
     /// Applies the schema migrations the database lacks (idempotent; safe
@@ -141,7 +181,7 @@ impl Archive {
     /// # Errors
     /// [`ArchiveError::Unavailable`], [`ArchiveError::SchemaTooNew`].
     pub async fn migrate(&self) -> Result<()> {
-        let mut client = self.client.lock().await;
+        let mut client = self.client().await?;
         schema::migrate(&mut client).await
     }
 
@@ -176,6 +216,23 @@ impl Archive {
         Ok(())
     }
 
+    /// Creates the partitions of the month holding `now_millis` and of the
+    /// `ahead` months after it, where missing: run by the owner role (the
+    /// archiver role cannot create tables), at start and then regularly, so
+    /// an archiver with only `SELECT, INSERT` never meets a missing month.
+    ///
+    /// # Errors
+    /// [`ArchiveError::Unavailable`].
+    pub async fn prepare_months(&self, now_millis: i64, ahead: u32) -> Result<()> {
+        let mut months = vec![now_millis];
+        for _ in 0..ahead {
+            let last = months[months.len() - 1];
+            months.push(schema::next_month(last));
+        }
+        let client = self.client().await?;
+        self.ensure_partitions(&client, &months).await
+    }
+
     /// Drops every month partition that ends at or before `cutoff_millis`
     /// (Unix ms): retention removes whole months, never rows. Returns the
     /// dropped partitions' names. Needs the owner role.
@@ -183,7 +240,7 @@ impl Archive {
     /// # Errors
     /// [`ArchiveError::Unavailable`].
     pub async fn drop_partitions_before(&self, cutoff_millis: i64) -> Result<Vec<String>> {
-        let client = self.client.lock().await;
+        let client = self.client().await?;
         let rows = client
             .query(
                 "SELECT c.relname FROM pg_inherits i

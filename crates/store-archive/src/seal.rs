@@ -168,7 +168,7 @@ impl Archive {
         now_ms: i64,
     ) -> Result<usize> {
         let idle_ms = i64::try_from(idle.as_millis()).unwrap_or(i64::MAX);
-        let mut client = self.client.lock().await;
+        let mut client = self.client().await?;
         let unavailable = ArchiveError::unavailable("seal");
         let tx = client.transaction().await.map_err(&unavailable)?;
         let candidates = tx
@@ -237,7 +237,7 @@ impl Archive {
     /// Whether checkpoint `id` is signed by `key` over exactly the seals
     /// that name it.
     pub(crate) async fn checkpoint_is_valid(&self, id: i64, key: &VerifyingKey) -> Result<bool> {
-        let client = self.client.lock().await;
+        let client = self.client().await?;
         let unavailable = ArchiveError::unavailable("verify");
         let Some(row) = client
             .query_opt(

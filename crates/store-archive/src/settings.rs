@@ -25,8 +25,16 @@ pub const DEFAULT_SEAL_IDLE: Duration = Duration::from_secs(3600);
 #[derive(Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ArchiveSettings {
-    /// `postgres://user[:password]@host:port/db[?sslmode=…]`.
+    /// `postgres://user[:password]@host:port/db[?sslmode=…]`: the archiver
+    /// role, which needs only `SELECT, INSERT` on the data.
     pub url: Option<String>,
+    /// The owner role's URL: migrations, month partitions (made ahead) and
+    /// retention run on it. Absent: on `url` (which must then own the
+    /// schema).
+    pub admin_url: Option<String>,
+    /// `host:port` where `aci archive` serves `GET /metrics` (Prometheus
+    /// text; default: not served).
+    pub metrics_listen: Option<String>,
     /// Whole month partitions that ended more than this many days ago are
     /// dropped by the archiver (default: kept for ever).
     pub retention_days: Option<u32>,
@@ -52,6 +60,8 @@ impl std::fmt::Debug for ArchiveSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ArchiveSettings")
             .field("url", &self.url.as_ref().map(|_| "<redacted>"))
+            .field("admin_url", &self.admin_url.as_ref().map(|_| "<redacted>"))
+            .field("metrics_listen", &self.metrics_listen)
             .field("retention_days", &self.retention_days)
             .field("raw", &self.raw)
             .field("signing_key_file", &self.signing_key_file)
@@ -127,9 +137,14 @@ mod tests {
     fn debug_hides_the_url_and_defaults_hold() {
         let settings = ArchiveSettings {
             url: Some("postgres://u:secret@h/db".into()),
+            admin_url: Some("postgres://o:hidden@h/db".into()),
             ..ArchiveSettings::default()
         };
-        assert!(!format!("{settings:?}").contains("secret"));
+        let debug = format!("{settings:?}");
+        assert!(
+            !debug.contains("secret") && !debug.contains("hidden"),
+            "{debug}"
+        );
         assert_eq!(settings.raw_policy(), RawPolicy::Redacted);
         assert_eq!(settings.batch(), DEFAULT_BATCH_SIZE);
         assert_eq!(settings.reclaim_after(), DEFAULT_RECLAIM_AFTER);

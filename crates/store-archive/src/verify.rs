@@ -165,7 +165,7 @@ impl Archive {
     /// # Errors
     /// [`ArchiveError::Unavailable`].
     pub async fn calls(&self, run_id: &str) -> Result<Vec<StoredCall>> {
-        let client = self.client.lock().await;
+        let client = self.client().await?;
         let rows = client
             .query(
                 "SELECT * FROM aci_calls WHERE run_id = $1 ORDER BY seq, tool_call_id",
@@ -184,7 +184,7 @@ impl Archive {
     /// [`ArchiveError::Unavailable`].
     pub async fn verify_run(&self, run_id: &str, key: Option<&VerifyingKey>) -> Result<Verdict> {
         let rows = self.calls(run_id).await?;
-        let client = self.client.lock().await;
+        let client = self.client().await?;
         let seal = client
             .query_opt(
                 "SELECT count, head, checkpoint_id FROM aci_seals WHERE run_id = $1",

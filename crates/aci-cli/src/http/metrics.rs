@@ -93,6 +93,15 @@ impl Metrics {
         })
     }
 
+    /// Serves the metrics of the archiver of this process's memory store
+    /// too.
+    pub(crate) fn register_archive(
+        &self,
+        archive: &crate::archive::ArchiveMetrics,
+    ) -> Result<(), prometheus::Error> {
+        archive.register(&self.registry)
+    }
+
     /// Counts one answered call and its whole duration.
     pub(crate) fn call(
         &self,

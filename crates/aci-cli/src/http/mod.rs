@@ -74,7 +74,13 @@ pub(crate) async fn serve(app: App, config: &Config, options: HttpOptions) -> Re
             "aci: the memory store keeps records in this process only: run one replica (use a Redis store for several)"
         );
     }
-    let metrics = Arc::new(Metrics::new().map_err(|e| CliError::config(format!("metrics: {e}")))?);
+    let metrics = Metrics::new().map_err(|e| CliError::config(format!("metrics: {e}")))?;
+    if let Some(archive) = &app.archive {
+        metrics
+            .register_archive(archive.metrics())
+            .map_err(|e| CliError::config(format!("metrics: {e}")))?;
+    }
+    let metrics = Arc::new(metrics);
     let serve_options = ServeOptions::new(&config.serve, &app);
     let setup = ServiceSetup {
         server_run: None,

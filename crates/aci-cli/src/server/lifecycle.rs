@@ -17,6 +17,9 @@
 //! 5. **Settle**: those finalizations and the kills of abandoned MySQL
 //!    statements are awaited, bounded (the store may be unreachable; `aci
 //!    recover` finishes what is left); another stop request stops waiting.
+//!    With a memory store and `[archive]`, its archiver (started at start)
+//!    then archives what the outbox still holds, for up to the drain time,
+//!    and says on stderr how many records it could not.
 //! 6. **Exit**: the gate goes [`Phase::Finished`] and the transport closes.
 //!
 //! A [`Transport`] supplies only its own part of each step.
@@ -109,6 +112,9 @@ impl Server {
     ) -> Result<Self, CliError> {
         let signals = Signals::listen();
         let knowledge_watch = knowledge_watch::watch(&app);
+        if let Some(archive) = &app.archive {
+            archive.start();
+        }
         let app = Arc::new(app);
         if let Some(run) = &setup.server_run {
             recover_run(&app, run, options.recovery_age).await;
@@ -198,6 +204,7 @@ impl Server {
             transport.abandon().await;
         }
         settle(&self.app, &mut self.signals).await;
+        archive_rest(&self.app, self.options.drain, &mut self.signals).await;
         gate.advance(Phase::Finished);
     }
 }
@@ -222,6 +229,21 @@ async fn settle(app: &App, signals: &mut Signals) {
         }
         () = signals.requested() => {
             tracing::warn!("stop requested again; not waiting for finalizations");
+        }
+    }
+}
+
+/// With a memory store that archives: archives what its outbox still holds
+/// (for up to the drain time; another stop request stops waiting), and says
+/// what could not be.
+async fn archive_rest(app: &App, bound: Duration, signals: &mut Signals) {
+    let Some(archive) = &app.archive else {
+        return;
+    };
+    tokio::select! {
+        _ = archive.finish(bound) => {}
+        () = signals.requested() => {
+            eprintln!("aci: stop requested again; finalized records still in the outbox are not archived");
         }
     }
 }

@@ -10,18 +10,21 @@
 //! older than `retention_days` (when its role may). It logs counts and
 //! codes, never a payload, id or URL; stdout gets one JSON summary line.
 
+mod pump;
+
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use invocation_core::{CitationCheck, CitationVerdict, NotCitable};
 use serde_json::{Value, json};
 use store_archive::{
-    Archive, ArchiveSettings, Archiver, CheckpointKey, Step, StoredCall, Verdict, to_hex,
+    Archive, ArchiveSettings, Archiver, CheckpointKey, StoredCall, Verdict, to_hex,
 };
 use store_redis::RedisStore;
 use tokio::sync::watch;
 
+pub(crate) use self::pump::{ArchiveMetrics, LocalArchive};
+use self::pump::{Connections, Pump, archive_error};
 use crate::StoreArgs;
 use crate::app::{StoreSpec, redis_error};
 use crate::config::Config;
@@ -31,16 +34,6 @@ use crate::output::outln;
 /// Exit status of `--once` when entries are still pending (taken by another
 /// archiver), and of a verify or export that finds nothing intact.
 const NOT_DONE: u8 = 2;
-
-/// How often retention runs while the archiver runs.
-const RETENTION_EVERY: Duration = Duration::from_secs(3600);
-
-/// How often an idle archiver looks for runs to seal.
-const SEAL_EVERY: Duration = Duration::from_secs(10);
-
-/// How long a failed step waits before the next (the database or the store
-/// may be down; the backlog waits in the outbox).
-const RETRY_AFTER: Duration = Duration::from_secs(1);
 
 fn load_config(args: &StoreArgs) -> Result<Config, CliError> {
     match &args.config {
@@ -57,23 +50,13 @@ fn settings(config: &Config) -> Result<&ArchiveSettings, CliError> {
         .ok_or_else(|| CliError::config("the configuration has no [archive] url"))
 }
 
+/// A connection for reading the archive back (inspect, export, verify).
 async fn connect(settings: &ArchiveSettings) -> Result<Archive, CliError> {
     let url = settings.url.as_deref().unwrap_or_default();
     // The error names a category only, never the URL.
-    let archive = Archive::connect(url)
-        .await
-        .map_err(|e| CliError::config(format!("archive: {e}")))?;
-    archive
-        .migrate()
-        .await
-        .map_err(|e| CliError::config(format!("archive: {e}")))?;
+    let archive = Archive::connect(url).await.map_err(archive_error)?;
+    archive.migrate().await.map_err(archive_error)?;
     Ok(archive)
-}
-
-fn now_millis() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 fn signing_key(settings: &ArchiveSettings) -> Result<Option<CheckpointKey>, CliError> {
@@ -82,35 +65,36 @@ fn signing_key(settings: &ArchiveSettings) -> Result<Option<CheckpointKey>, CliE
         .map_err(|e| CliError::config(format!("[archive] signing_key_file: {e}")))
 }
 
-async fn seal(archive: &Archive, settings: &ArchiveSettings, key: Option<&CheckpointKey>) {
-    let Some(key) = key else {
-        return;
+/// The archiver of a memory store's outbox, for a process whose
+/// configuration has `[archive]`: connected (a database that cannot be
+/// reached at start is a configuration error), not started yet.
+pub(crate) async fn local(
+    config: &Config,
+    store: &store_memory::MemoryStore,
+) -> Result<Option<LocalArchive>, CliError> {
+    let Some(settings) = config.archive.as_ref().filter(|s| s.url.is_some()) else {
+        return Ok(None);
     };
-    match archive
-        .seal_idle_runs(key, settings.seal_idle(), now_millis())
-        .await
-    {
-        Ok(0) => {}
-        Ok(runs) => tracing::info!(runs, "archive runs sealed and checkpointed"),
-        Err(e) => tracing::warn!(code = e.code(), "archive sealing failed"),
-    }
-}
-
-async fn retention(archive: &Archive, settings: &ArchiveSettings) {
-    let Some(keep) = settings.retention() else {
-        return;
-    };
-    let cutoff = now_millis() - i64::try_from(keep.as_millis()).unwrap_or(i64::MAX);
-    match archive.drop_partitions_before(cutoff).await {
-        Ok(dropped) if !dropped.is_empty() => {
-            tracing::info!(
-                partitions = dropped.len(),
-                "archive retention dropped partitions"
-            );
-        }
-        Ok(_) => {}
-        Err(e) => tracing::warn!(code = e.code(), "archive retention failed"),
-    }
+    let key = signing_key(settings)?;
+    let connections = Connections::open(settings).await?;
+    let archiver = Archiver::new(
+        Arc::new(store.clone()),
+        Arc::new(store.outbox()),
+        connections.rows.clone(),
+        "aci-local",
+    )
+    .raw(settings.raw_policy(), config.redactor()?)
+    // One consumer, one batch at a time: an entry taken and not
+    // acknowledged is from a batch that failed, to be taken again at once.
+    .batching(settings.batch(), std::time::Duration::ZERO);
+    let metrics = ArchiveMetrics::new().map_err(|e| CliError::config(format!("metrics: {e}")))?;
+    Ok(Some(LocalArchive::new(Pump {
+        archiver,
+        connections,
+        settings: settings.clone(),
+        key,
+        metrics,
+    })))
 }
 
 /// SIGTERM or Ctrl-C, as a watch that turns `true`.
@@ -136,16 +120,57 @@ fn stop_signal() -> watch::Receiver<bool> {
     rx
 }
 
-fn add(total: &mut Step, step: Step) {
-    total.taken += step.taken;
-    total.archived += step.archived;
-    total.duplicates += step.duplicates;
-    total.expired += step.expired;
-    total.stale += step.stale;
+/// Serves `GET /metrics` of `registry` on `addr` until the process ends.
+async fn serve_metrics(addr: &str, registry: prometheus::Registry) -> Result<(), CliError> {
+    use axum::http::header;
+    use axum::routing::get;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| CliError::config(format!("[archive] metrics_listen: cannot listen: {e}")))?;
+    if let Ok(local) = listener.local_addr() {
+        eprintln!("aci: archive metrics on http://{local}/metrics");
+    }
+    let registry = Arc::new(registry);
+    let router = axum::Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route(
+            "/metrics",
+            get(move || {
+                let registry = Arc::clone(&registry);
+                async move {
+                    let mut text = Vec::new();
+                    let encoded = prometheus::Encoder::encode(
+                        &prometheus::TextEncoder::new(),
+                        &registry.gather(),
+                        &mut text,
+                    );
+                    if encoded.is_err() {
+                        text.clear();
+                    }
+                    (
+                        [(
+                            header::CONTENT_TYPE,
+                            "text/plain; version=0.0.4; charset=utf-8",
+                        )],
+                        text,
+                    )
+                }
+            }),
+        );
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, router).await {
+            tracing::warn!(error = %e, "archive metrics listener stopped");
+        }
+    });
+    Ok(())
 }
 
-/// `aci archive [--once]`.
-pub(crate) async fn run(args: &StoreArgs, once: bool) -> Result<ExitCode, CliError> {
+/// `aci archive [--once] [--metrics ADDR]`.
+pub(crate) async fn run(
+    args: &StoreArgs,
+    once: bool,
+    metrics_listen: Option<&str>,
+) -> Result<ExitCode, CliError> {
     let config = load_config(args)?;
     let settings = settings(&config)?;
     let spec = StoreSpec::parse(
@@ -156,14 +181,22 @@ pub(crate) async fn run(args: &StoreArgs, once: bool) -> Result<ExitCode, CliErr
     )?;
     let StoreSpec::Redis(redis) = spec else {
         return Err(CliError::config(
-            "aci archive reads the outbox of a shared store: set store to a Redis URL",
+            "aci archive reads the outbox of a shared store: set store to a Redis URL (a memory store archives from its own process)",
         ));
     };
     let redis = config.redis.apply(redis).map_err(redis_error)?.outbox(true);
     let key = signing_key(settings)?;
+    let metrics = ArchiveMetrics::new().map_err(|e| CliError::config(format!("metrics: {e}")))?;
+    if let Some(addr) = metrics_listen.or(settings.metrics_listen.as_deref()) {
+        let registry = prometheus::Registry::new();
+        metrics
+            .register(&registry)
+            .map_err(|e| CliError::config(format!("metrics: {e}")))?;
+        serve_metrics(addr, registry).await?;
+    }
     let store = RedisStore::new(redis).map_err(redis_error)?;
     store.ping().await.map_err(redis_error)?;
-    let archive = connect(settings).await?;
+    let connections = Connections::open(settings).await?;
     let consumer = format!(
         "aci-{}-{}",
         std::process::id(),
@@ -172,67 +205,21 @@ pub(crate) async fn run(args: &StoreArgs, once: bool) -> Result<ExitCode, CliErr
     let archiver = Archiver::new(
         Arc::new(store.clone()),
         Arc::new(store.outbox()),
-        archive.clone(),
+        connections.rows.clone(),
         consumer,
     )
     .raw(settings.raw_policy(), config.redactor()?)
     .batching(settings.batch(), settings.reclaim_after());
-
-    let mut stop = stop_signal();
-    let mut total = Step::default();
-    retention(&archive, settings).await;
-    let mut retained_at = Instant::now();
-    let mut sealed_at: Option<Instant> = None;
-    let mut failures = 0_u32;
-    while !*stop.borrow() {
-        if retained_at.elapsed() >= RETENTION_EVERY {
-            retention(&archive, settings).await;
-            retained_at = Instant::now();
-        }
-        let wait = match archiver.step().await {
-            Ok(step) => {
-                failures = 0;
-                add(&mut total, step);
-                if step.taken > 0 {
-                    tracing::info!(
-                        archived = step.archived,
-                        duplicates = step.duplicates,
-                        expired = step.expired,
-                        "archive batch committed"
-                    );
-                    continue;
-                }
-                if once {
-                    break;
-                }
-                if sealed_at.is_none_or(|at| at.elapsed() >= SEAL_EVERY) {
-                    seal(&archive, settings, key.as_ref()).await;
-                    sealed_at = Some(Instant::now());
-                }
-                settings.poll_interval()
-            }
-            Err(e) => {
-                failures += 1;
-                tracing::warn!(
-                    code = e.code(),
-                    failures,
-                    "archive batch failed; it stays pending"
-                );
-                if once {
-                    return Err(CliError::config(format!("archive: {e}")));
-                }
-                RETRY_AFTER
-            }
-        };
-        tokio::select! {
-            () = tokio::time::sleep(wait) => {}
-            _ = stop.changed() => {}
-        }
-    }
-    if once {
-        seal(&archive, settings, key.as_ref()).await;
-    }
-    let backlog = archiver
+    let pump = Pump {
+        archiver,
+        connections,
+        settings: settings.clone(),
+        key,
+        metrics,
+    };
+    let total = pump.run(stop_signal(), once).await?;
+    let backlog = pump
+        .archiver
         .outbox()
         .backlog()
         .await
@@ -264,7 +251,7 @@ pub(crate) async fn verify(args: &StoreArgs, run: &str) -> Result<ExitCode, CliE
     let verdict = archive
         .verify_run(run, key.as_ref())
         .await
-        .map_err(|e| CliError::config(format!("archive: {e}")))?;
+        .map_err(archive_error)?;
     let (line, intact) = match verdict {
         Verdict::Intact { records, sealed } => (
             json!({"run_id": run, "verdict": "INTACT", "records": records, "sealed": sealed}),
@@ -301,10 +288,7 @@ pub(crate) async fn inspect(
     raw: bool,
 ) -> Result<ExitCode, CliError> {
     let archive = connect(settings(config)?).await?;
-    let calls = archive
-        .calls(run)
-        .await
-        .map_err(|e| CliError::config(format!("archive: {e}")))?;
+    let calls = archive.calls(run).await.map_err(archive_error)?;
     eprintln!("aci: run {run} read from the archive");
     if calls.is_empty() {
         return Ok(ExitCode::from(NOT_DONE));
@@ -360,10 +344,7 @@ pub(crate) async fn recheck_expired(
         return Ok(());
     }
     let archive = connect(settings(config)?).await?;
-    let calls = archive
-        .calls(run)
-        .await
-        .map_err(|e| CliError::config(format!("archive: {e}")))?;
+    let calls = archive.calls(run).await.map_err(archive_error)?;
     for check in checks.iter_mut().filter(|c| expired(c)) {
         let id = check
             .citation
@@ -472,10 +453,7 @@ pub(crate) async fn export(
 ) -> Result<ExitCode, CliError> {
     let config = load_config(args)?;
     let archive = connect(settings(&config)?).await?;
-    let calls = archive
-        .calls(run)
-        .await
-        .map_err(|e| CliError::config(format!("archive: {e}")))?;
+    let calls = archive.calls(run).await.map_err(archive_error)?;
     if calls.is_empty() {
         eprintln!("aci: the archive has no calls of run {run}");
         return Ok(ExitCode::from(NOT_DONE));
