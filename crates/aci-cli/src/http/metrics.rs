@@ -272,6 +272,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_local_archivers_metrics_are_served_too() {
+        let metrics = Metrics::new().unwrap();
+        let archive = crate::archive::ArchiveMetrics::new().unwrap();
+        metrics.register_archive(&archive).unwrap();
+        let text = metrics.render(0);
+        for name in [
+            "aci_archive_pending 0",
+            "aci_archive_lag_seconds 0",
+            "aci_archive_rows_total 0",
+            "aci_archive_errors_total 0",
+        ] {
+            assert!(text.contains(name), "{name} in {text}");
+        }
+    }
+
+    #[test]
     fn labels_are_closed_sets() {
         let metrics = Metrics::new().unwrap();
         metrics.call(
