@@ -5,7 +5,8 @@
 //! says what each ratio means and its goal.
 //!
 //! - bench targets (`benches/`, `harness = false`): `redis`, `http`,
-//!   `knowledge`, `logs`, `log_projection`, `boundary`, `redaction`, `traces`. Built
+//!   `knowledge`, `logs`, `log_projection`, `boundary`, `redaction`,
+//!   `redaction_mysql`, `redaction_rag`, `traces`, `archive`. Built
 //!   by `cargo clippy --all-targets`; the heavy ones measure only when
 //!   `cargo bench` passes `--bench` ([`full_run`]).
 //! - binaries (`src/bin/`): `instructions_memory` and `instructions_redis`,

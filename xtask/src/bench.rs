@@ -8,10 +8,11 @@
 //! table in docs/benchmarks.md ([`crate::record`]).
 //!
 //! - `redis`, `http`, `knowledge`, `logs`, `log_projection`, `boundary`,
-//!   `redaction`, `redaction_mysql`, `redaction_rag`, `traces`: `cargo bench -p aci-bench --bench <name>` (release
-//!   build). `http`, `knowledge` and `traces` get `ACI_BIN`, the release `aci` binary
-//!   built first; `knowledge` is built with the `jieba` feature (the
-//!   segmenter comparison). `ACI_BENCH_*` variables reach the bench (see
+//!   `redaction`, `redaction_mysql`, `redaction_rag`, `traces`, `archive`:
+//!   `cargo bench -p aci-bench --bench <name>` (release build). `http`,
+//!   `knowledge` and `traces` get `ACI_BIN`, the release `aci` binary built
+//!   first; `knowledge` is built with the `jieba` feature (the segmenter
+//!   comparison). `ACI_BENCH_*` variables reach the bench (see
 //!   its docs).
 //! - `instructions` counts instructions per READY call, which repeat
 //!   from run to run where times do not: the memory store through the
@@ -30,7 +31,7 @@ use std::process::{Command, ExitCode, Stdio};
 
 /// The benches `cargo bench -p aci-bench` runs: name, whether it needs the
 /// release `aci` binary, its extra features.
-const CARGO_BENCHES: [(&str, bool, &[&str]); 10] = [
+const CARGO_BENCHES: [(&str, bool, &[&str]); 11] = [
     ("redis", false, &[]),
     ("http", true, &[]),
     ("knowledge", true, &["jieba"]),
@@ -41,6 +42,7 @@ const CARGO_BENCHES: [(&str, bool, &[&str]); 10] = [
     ("redaction_mysql", false, &[]),
     ("redaction_rag", false, &[]),
     ("traces", true, &[]),
+    ("archive", false, &[]),
 ];
 
 /// Every bench name `cargo xtask bench` takes.
