@@ -285,7 +285,18 @@ async fn assert_calls(browser: &Browser, records: &[Value], shot: &Path) {
         .find(|r| id_of(r) == "call_logs_long")
         .unwrap();
     assert_eq!(bounded["agent_result"]["truncated"], true, "{bounded}");
+    // No layout shift when expanding: the clicked summary and everything
+    // above it (the timeline) stay where they were.
+    let place = "var s=document.querySelector('details.call[data-tool-call-id=\"call_logs_long\"] > summary').getBoundingClientRect();\
+        var t=document.querySelector('ol.timeline').getBoundingClientRect();\
+        return [s.top+window.scrollY, s.left, s.width, t.top+window.scrollY, t.height];";
+    let before = browser.eval(place).await;
     let call = expand(browser, "call_logs_long").await;
+    assert_eq!(
+        browser.eval(place).await,
+        before,
+        "expanding moved what is above"
+    );
     let model = browser.wait_for(&format!("{call} pre.observation")).await;
     let raw = browser.wait_for(&format!("{call} pre.raw")).await;
     assert!(model.is_displayed().await.unwrap() && raw.is_displayed().await.unwrap());
@@ -520,6 +531,8 @@ async fn the_review_page_shows_a_run_in_a_real_browser() {
     assert!(body.contains("forbidden") && !body.contains(&run), "{body}");
     browser.close().await;
 
+    sign_in_in_a_browser(&replica, &page).await;
+
     // `aci report`: the same page as a file, opened with the network off.
     let out = artifacts().join(format!("{run}.html"));
     std::fs::create_dir_all(artifacts()).unwrap();
@@ -539,6 +552,56 @@ async fn the_review_page_shows_a_run_in_a_real_browser() {
     assert_offline_report(&out, &records).await;
     let (status, stderr) = replica.stop().await;
     assert!(status.success(), "{stderr}");
+}
+
+/// A person's browser, with no header set: the page sends it to the
+/// sign-in form, a wrong token is refused there, the owner's token signs it
+/// in (an `HttpOnly` cookie: no script sees it) and lands on the page;
+/// signing out ends it.
+async fn sign_in_in_a_browser(replica: &Replica, page: &str) {
+    let browser = Browser::start().await;
+    browser.open(&replica.url(page)).await;
+    browser.wait_for("form[action=\"/login\"]").await;
+    let url = browser.client.current_url().await.unwrap();
+    assert_eq!(url.path(), "/login", "{url}");
+    assert!(!url.as_str().contains("token"), "{url}");
+    let submit = |token: &'static str| {
+        let browser = &browser;
+        async move {
+            let field = browser.wait_for("#token").await;
+            field.send_keys(token).await.unwrap();
+            browser
+                .wait_for("form[action=\"/login\"] button[type=submit]")
+                .await
+                .click()
+                .await
+                .unwrap();
+        }
+    };
+    submit("not-a-token").await;
+    let problem = browser.wait_for("p.problem").await.text().await.unwrap();
+    assert!(problem.contains("not accepted"), "{problem}");
+    submit(OWNER).await;
+    browser.wait_for("ol.timeline").await;
+    let url = browser.client.current_url().await.unwrap();
+    assert_eq!(url.path(), page, "back on the page asked for");
+    assert!(
+        !url.as_str().contains(OWNER),
+        "never a token in a URL: {url}"
+    );
+    let cookies = browser.eval("return document.cookie;").await;
+    assert_eq!(cookies, json!(""), "the cookie is HttpOnly");
+    // Signed out: the page asks for the token again.
+    browser
+        .wait_for("form.sign-out button")
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser.wait_for("form[action=\"/login\"]").await;
+    browser.open(&replica.url(page)).await;
+    browser.wait_for("form[action=\"/login\"]").await;
+    browser.close().await;
 }
 
 async fn assert_offline_report(out: &Path, records: &[Value]) {

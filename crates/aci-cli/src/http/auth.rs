@@ -124,7 +124,12 @@ impl Authenticator {
 
     /// The principal of a request with these headers.
     pub(crate) fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, AuthFailure> {
-        let token = bearer_token(headers)?;
+        self.authenticate_token(bearer_token(headers)?)
+    }
+
+    /// The principal of a bearer token (from the header, or the review
+    /// cookie).
+    pub(crate) fn authenticate_token(&self, token: &str) -> Result<Principal, AuthFailure> {
         let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         let mut found = None;
         for entry in &self.tokens {
@@ -300,6 +305,45 @@ pub(crate) async fn require_bearer(
         }
         Err(failure) => {
             state.metrics.unauthorized();
+            unauthorized(&state, request.headers(), failure)
+        }
+    }
+}
+
+/// The layer of the review routes: a bearer token as for `/mcp`, or the
+/// same token from the review cookie a browser got at `/login`; a browser's
+/// navigation without either is sent to `/login`.
+pub(crate) async fn require_reviewer(
+    State(state): State<Arc<AuthLayerState>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let Some(authenticator) = &state.authenticator else {
+        return next.run(request).await;
+    };
+    let headers = request.headers();
+    let outcome = if headers.contains_key(header::AUTHORIZATION) {
+        authenticator.authenticate(headers)
+    } else {
+        match super::login::cookie_token(headers) {
+            Some(token) => authenticator.authenticate_token(&token),
+            None => Err(AuthFailure::Missing),
+        }
+    };
+    match outcome {
+        Ok(principal) => {
+            request.extensions_mut().insert(principal);
+            next.run(request).await
+        }
+        Err(failure) => {
+            state.metrics.unauthorized();
+            if super::login::is_navigation(request.method(), request.headers()) {
+                let target = request
+                    .uri()
+                    .path_and_query()
+                    .map_or("/", axum::http::uri::PathAndQuery::as_str);
+                return super::login::to_login(target);
+            }
             unauthorized(&state, request.headers(), failure)
         }
     }

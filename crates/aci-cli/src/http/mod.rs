@@ -24,6 +24,7 @@
 
 mod auth;
 pub(crate) mod config;
+mod login;
 mod metrics;
 mod ops;
 mod router;

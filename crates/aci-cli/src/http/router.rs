@@ -30,7 +30,7 @@ use tower_http::limit::RequestBodyLimitLayer;
 
 use tokio_util::sync::CancellationToken;
 
-use super::auth::{AuthLayerState, Authenticator, require_bearer};
+use super::auth::{AuthLayerState, Authenticator, require_bearer, require_reviewer};
 use super::metrics::Metrics;
 use super::ops::{self, OpsState};
 use super::workers::Connection;
@@ -113,8 +113,12 @@ pub(crate) fn routes(
         ));
     let review = crate::review::routes(Arc::new(ReviewState::new(boundary.clone(), config, open)))
         .layer(RequestBodyLimitLayer::new(MAX_ANSWER_BYTES))
-        .layer(middleware::from_fn_with_state(auth, require_bearer));
-    (mcp_routes.merge(review).merge(ops), cancel)
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&auth),
+            require_reviewer,
+        ));
+    let login = super::login::routes(auth);
+    (mcp_routes.merge(review).merge(login).merge(ops), cancel)
 }
 
 /// Puts the run of a `/runs/<run_id>/mcp` URL into the request.

@@ -55,6 +55,7 @@ pre{background:#f6f8fa;border:1px solid var(--line);border-radius:4px;padding:.5
 ul.bounded{margin:.4rem 0;padding-left:1.2rem;color:#8c1d18}
 .meaning{color:var(--muted)}
 textarea{width:100%;min-height:7rem;font:inherit}
+form.sign-out{margin:.4rem 0 0}
 ul.citations li{margin:.2rem 0}
 ul.citations li.stands{color:var(--evidence)}ul.citations li.negative{color:var(--no-evidence)}
 ul.citations li.not-citable,ul.citations li.unknown,ul.citations li.other-run{color:var(--error)}
@@ -110,7 +111,13 @@ pub(crate) fn render(view: &RunView, mode: Mode, citations: Option<&CitationRepo
                 style { (PreEscaped(STYLE)) }
             }
             body {
-                header { h1 { "Run " code { (view.run_id) } } (header(view)) }
+                header {
+                    h1 { "Run " code { (view.run_id) } }
+                    (header(view))
+                    @if mode == Mode::Served {
+                        form.sign-out method="post" action="/logout" { button type="submit" { "Sign out" } }
+                    }
+                }
                 main {
                     h2 id="timeline-title" { "Timeline" }
                     (timeline(view))
