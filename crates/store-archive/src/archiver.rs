@@ -111,15 +111,29 @@ impl Archiver {
         if entries.is_empty() {
             return Ok(step);
         }
-        let mut runs: HashMap<RunId, Option<RunState>> = HashMap::new();
-        let mut inputs = Vec::with_capacity(entries.len());
-        for entry in &entries {
-            let Some(record) = self
-                .store
-                .get(&entry.key, RecordFields::All)
+        // The records and their runs' states, read concurrently: the
+        // store's multiplexed connection pipelines them.
+        let records = futures::future::try_join_all(
+            entries
+                .iter()
+                .map(|entry| self.store.get(&entry.key, RecordFields::All)),
+        )
+        .await
+        .map_err(ArchiveError::store)?;
+        let run_ids: Vec<&RunId> = {
+            let mut ids: Vec<&RunId> = entries.iter().map(|e| &e.key.run_id).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            ids
+        };
+        let states =
+            futures::future::try_join_all(run_ids.iter().map(|run| self.store.run_state(run)))
                 .await
-                .map_err(ArchiveError::store)?
-            else {
+                .map_err(ArchiveError::store)?;
+        let runs: HashMap<&RunId, Option<RunState>> = run_ids.into_iter().zip(states).collect();
+        let mut inputs = Vec::with_capacity(entries.len());
+        for (entry, record) in entries.iter().zip(records) {
+            let Some(record) = record else {
                 step.expired += 1;
                 continue;
             };
@@ -127,21 +141,9 @@ impl Archiver {
                 step.stale += 1;
                 continue;
             }
-            let run = match runs.get(&entry.key.run_id) {
-                Some(state) => state.clone(),
-                None => {
-                    let state = self
-                        .store
-                        .run_state(&entry.key.run_id)
-                        .await
-                        .map_err(ArchiveError::store)?;
-                    runs.insert(entry.key.run_id.clone(), state.clone());
-                    state
-                }
-            };
             inputs.push(ArchiveInput {
                 call: ArchivedCall::from_record(&record, self.raw, &self.redactor)?,
-                run,
+                run: runs.get(&entry.key.run_id).cloned().flatten(),
             });
         }
         let inserted = self.archive.insert(&inputs).await?;

@@ -1,5 +1,7 @@
 //! The idempotent, chained insert.
 
+use std::collections::{BTreeMap, HashMap, HashSet};
+
 use invocation_core::RunState;
 use sha2::{Digest, Sha256};
 
@@ -57,99 +59,208 @@ impl Archive {
         self.ensure_partitions(&client, &months).await?;
         let unavailable = ArchiveError::unavailable("insert");
         let tx = client.transaction().await.map_err(&unavailable)?;
-        // Every run's lock, in key order: two archivers never wait on each
-        // other in a cycle.
+        // Every run's lock, in key order (unnest keeps the array's order):
+        // two archivers never wait on each other in a cycle.
         let mut locks: Vec<i64> = batch.iter().map(|i| run_lock(&i.call.run_id)).collect();
         locks.sort_unstable();
         locks.dedup();
-        for lock in &locks {
-            tx.execute("SELECT pg_advisory_xact_lock($1)", &[lock])
-                .await
-                .map_err(&unavailable)?;
-        }
-        let mut done = Inserted::default();
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(l) FROM unnest($1::bigint[]) AS l",
+            &[&locks],
+        )
+        .await
+        .map_err(&unavailable)?;
+
+        // The runs, each once (its first input's state), inserted unless
+        // known.
+        let mut runs: BTreeMap<&str, Option<&RunState>> = BTreeMap::new();
         for input in batch {
-            let call = &input.call;
-            let run = input.run.as_ref();
-            tx.execute(
-                "INSERT INTO aci_runs (run_id, owner, started_at_ms, deadline_ms)
-                 VALUES ($1, $2, $3, $4) ON CONFLICT (run_id) DO NOTHING",
-                &[
-                    &call.run_id,
-                    &run.and_then(|r| r.owner.as_deref()),
-                    &run.map(|r| r.started_at.unix_millis()),
-                    &run.and_then(|r| r.deadline).map(|d| d.unix_millis()),
-                ],
+            runs.entry(input.call.run_id.as_str())
+                .or_insert(input.run.as_ref());
+        }
+        let run_ids: Vec<&str> = runs.keys().copied().collect();
+        let owners: Vec<Option<&str>> = runs
+            .values()
+            .map(|r| r.and_then(|r| r.owner.as_deref()))
+            .collect();
+        let starts: Vec<Option<i64>> = runs
+            .values()
+            .map(|r| r.map(|r| r.started_at.unix_millis()))
+            .collect();
+        let deadlines: Vec<Option<i64>> = runs
+            .values()
+            .map(|r| r.and_then(|r| r.deadline).map(|d| d.unix_millis()))
+            .collect();
+        tx.execute(
+            "INSERT INTO aci_runs (run_id, owner, started_at_ms, deadline_ms)
+             SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])
+             ON CONFLICT (run_id) DO NOTHING",
+            &[&run_ids, &owners, &starts, &deadlines],
+        )
+        .await
+        .map_err(&unavailable)?;
+
+        // What is archived already, and each run's head.
+        let batch_runs: Vec<&str> = batch.iter().map(|i| i.call.run_id.as_str()).collect();
+        let batch_ids: Vec<&str> = batch.iter().map(|i| i.call.tool_call_id.as_str()).collect();
+        let existing: HashSet<(String, String)> = tx
+            .query(
+                "SELECT c.run_id, c.tool_call_id FROM aci_calls c
+                 JOIN unnest($1::text[], $2::text[]) AS k(run_id, tool_call_id)
+                   ON c.run_id = k.run_id AND c.tool_call_id = k.tool_call_id",
+                &[&batch_runs, &batch_ids],
             )
             .await
-            .map_err(&unavailable)?;
-            let existing = tx
-                .query_opt(
-                    "SELECT 1 FROM aci_calls WHERE run_id = $1 AND tool_call_id = $2",
-                    &[&call.run_id, &call.tool_call_id],
-                )
-                .await
-                .map_err(&unavailable)?;
-            if existing.is_some() {
+            .map_err(&unavailable)?
+            .iter()
+            .map(|row| (row.get(0), row.get(1)))
+            .collect();
+        let mut heads: HashMap<String, (i64, Hash)> = HashMap::new();
+        for row in tx
+            .query(
+                "SELECT DISTINCT ON (run_id) run_id, seq, chain_hash FROM aci_calls
+                 WHERE run_id = ANY($1) ORDER BY run_id, seq DESC",
+                &[&run_ids],
+            )
+            .await
+            .map_err(&unavailable)?
+        {
+            heads.insert(row.get(0), (row.get(1), hash_of(row.get::<_, &[u8]>(2))?));
+        }
+
+        // The new rows, chained in the order given.
+        let mut done = Inserted::default();
+        let mut rows = Rows::default();
+        let mut seen: HashSet<(&str, &str)> = HashSet::new();
+        for input in batch {
+            let call = &input.call;
+            let key = (call.run_id.as_str(), call.tool_call_id.as_str());
+            if !seen.insert(key)
+                || existing.contains(&(call.run_id.clone(), call.tool_call_id.clone()))
+            {
                 done.duplicates += 1;
                 continue;
             }
-            let head = tx
-                .query_opt(
-                    "SELECT seq, chain_hash FROM aci_calls WHERE run_id = $1
-                     ORDER BY seq DESC LIMIT 1",
-                    &[&call.run_id],
-                )
-                .await
-                .map_err(&unavailable)?;
-            let (previous_seq, previous) = match head {
-                Some(row) => (row.get::<_, i64>(0), hash_of(row.get::<_, &[u8]>(1))?),
-                None => (0, GENESIS),
-            };
+            let head = heads.entry(call.run_id.clone()).or_insert((0, GENESIS));
             let leaf = call.leaf_hash();
-            let linked = chain(&previous, &leaf);
-            tx.execute(
-                "INSERT INTO aci_calls (run_id, tool_call_id, seq, finished_at_ms,
-                   created_at_ms, tool_name, status, evidence_status, error_code,
-                   retryable, scope_fp, replayed_from, redactions, request, scope,
-                   result, raw, raw_sha256, raw_mode, request_bytes, raw_bytes,
-                   result_bytes, timings_us, leaf_hash, chain_hash)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
-                   $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)
-                 ON CONFLICT DO NOTHING",
-                &[
-                    &call.run_id,
-                    &call.tool_call_id,
-                    &(previous_seq + 1),
-                    &call.finished_at_ms,
-                    &call.created_at_ms,
-                    &call.tool_name,
-                    &call.status,
-                    &call.evidence_status,
-                    &call.error_code,
-                    &call.retryable,
-                    &call.scope_fp,
-                    &call.replayed_from,
-                    &call.redactions,
-                    &call.request,
-                    &call.scope,
-                    &call.result,
-                    &call.raw,
-                    &call.raw_sha256,
-                    &call.raw_mode,
-                    &call.request_bytes,
-                    &call.raw_bytes,
-                    &call.result_bytes,
-                    &call.timings_us,
-                    &leaf.as_slice(),
-                    &linked.as_slice(),
-                ],
-            )
-            .await
-            .map_err(&unavailable)?;
+            let linked = chain(&head.1, &leaf);
+            *head = (head.0 + 1, linked);
+            rows.push(call, head.0, &leaf, &linked);
             done.inserted += 1;
+        }
+        if done.inserted > 0 {
+            rows.insert(&tx).await.map_err(&unavailable)?;
         }
         tx.commit().await.map_err(&unavailable)?;
         Ok(done)
+    }
+}
+
+/// The new rows of a batch, column by column, for one `INSERT … SELECT *
+/// FROM unnest(…)`.
+#[derive(Default)]
+struct Rows<'a> {
+    run_id: Vec<&'a str>,
+    tool_call_id: Vec<&'a str>,
+    seq: Vec<i64>,
+    finished_at_ms: Vec<i64>,
+    created_at_ms: Vec<i64>,
+    tool_name: Vec<&'a str>,
+    status: Vec<&'a str>,
+    evidence_status: Vec<Option<&'a str>>,
+    error_code: Vec<Option<&'a str>>,
+    retryable: Vec<Option<bool>>,
+    scope_fp: Vec<&'a str>,
+    replayed_from: Vec<Option<&'a str>>,
+    redactions: Vec<&'a str>,
+    request: Vec<Option<&'a str>>,
+    scope: Vec<Option<&'a str>>,
+    result: Vec<Option<&'a str>>,
+    raw: Vec<Option<&'a str>>,
+    raw_sha256: Vec<Option<&'a str>>,
+    raw_mode: Vec<&'a str>,
+    request_bytes: Vec<i64>,
+    raw_bytes: Vec<Option<i64>>,
+    result_bytes: Vec<Option<i64>>,
+    timings_us: Vec<Option<&'a str>>,
+    leaf_hash: Vec<Vec<u8>>,
+    chain_hash: Vec<Vec<u8>>,
+}
+
+impl<'a> Rows<'a> {
+    fn push(&mut self, call: &'a ArchivedCall, seq: i64, leaf: &Hash, linked: &Hash) {
+        self.run_id.push(&call.run_id);
+        self.tool_call_id.push(&call.tool_call_id);
+        self.seq.push(seq);
+        self.finished_at_ms.push(call.finished_at_ms);
+        self.created_at_ms.push(call.created_at_ms);
+        self.tool_name.push(&call.tool_name);
+        self.status.push(&call.status);
+        self.evidence_status.push(call.evidence_status.as_deref());
+        self.error_code.push(call.error_code.as_deref());
+        self.retryable.push(call.retryable);
+        self.scope_fp.push(&call.scope_fp);
+        self.replayed_from.push(call.replayed_from.as_deref());
+        self.redactions.push(&call.redactions);
+        self.request.push(call.request.as_deref());
+        self.scope.push(call.scope.as_deref());
+        self.result.push(call.result.as_deref());
+        self.raw.push(call.raw.as_deref());
+        self.raw_sha256.push(call.raw_sha256.as_deref());
+        self.raw_mode.push(&call.raw_mode);
+        self.request_bytes.push(call.request_bytes);
+        self.raw_bytes.push(call.raw_bytes);
+        self.result_bytes.push(call.result_bytes);
+        self.timings_us.push(call.timings_us.as_deref());
+        self.leaf_hash.push(leaf.to_vec());
+        self.chain_hash.push(linked.to_vec());
+    }
+
+    async fn insert(
+        &self,
+        tx: &tokio_postgres::Transaction<'_>,
+    ) -> std::result::Result<u64, tokio_postgres::Error> {
+        tx.execute(
+            "INSERT INTO aci_calls (run_id, tool_call_id, seq, finished_at_ms,
+               created_at_ms, tool_name, status, evidence_status, error_code,
+               retryable, scope_fp, replayed_from, redactions, request, scope,
+               result, raw, raw_sha256, raw_mode, request_bytes, raw_bytes,
+               result_bytes, timings_us, leaf_hash, chain_hash)
+             SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[],
+               $5::bigint[], $6::text[], $7::text[], $8::text[], $9::text[],
+               $10::boolean[], $11::text[], $12::text[], $13::text[], $14::text[],
+               $15::text[], $16::text[], $17::text[], $18::text[], $19::text[],
+               $20::bigint[], $21::bigint[], $22::bigint[], $23::text[],
+               $24::bytea[], $25::bytea[])
+             ON CONFLICT DO NOTHING",
+            &[
+                &self.run_id,
+                &self.tool_call_id,
+                &self.seq,
+                &self.finished_at_ms,
+                &self.created_at_ms,
+                &self.tool_name,
+                &self.status,
+                &self.evidence_status,
+                &self.error_code,
+                &self.retryable,
+                &self.scope_fp,
+                &self.replayed_from,
+                &self.redactions,
+                &self.request,
+                &self.scope,
+                &self.result,
+                &self.raw,
+                &self.raw_sha256,
+                &self.raw_mode,
+                &self.request_bytes,
+                &self.raw_bytes,
+                &self.result_bytes,
+                &self.timings_us,
+                &self.leaf_hash,
+                &self.chain_hash,
+            ],
+        )
+        .await
     }
 }

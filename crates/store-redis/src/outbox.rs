@@ -11,11 +11,20 @@
 //! - **find** the streams: `SCAN MATCH <prefix>:outbox:* TYPE stream` on the
 //!   node (on a cluster, on every primary, found with `CLUSTER SLOTS`), then
 //!   pipelined `XLEN`s to visit only those holding entries (a drained stream
-//!   stays, empty, with its group);
+//!   stays, empty, with its group). The scan's cost grows with every key the
+//!   node holds, so a take reuses the streams of a scan younger than a
+//!   second while they hold entries; an empty take (and every backlog) is
+//!   answered only after a scan made then, so `--once` and the metrics never
+//!   miss a stream that appeared since;
 //! - **take**: per stream, `XGROUP CREATE … 0 MKSTREAM` once (an existing
 //!   group is fine), `XAUTOCLAIM` of entries another consumer left pending
-//!   past the reclaim time (a killed archiver), then `XREADGROUP … >`;
-//! - **ack**, only after the archive committed: `XDEL` then `XACK`. Once
+//!   past the reclaim time (a killed archiver; each stream at most every
+//!   quarter of the reclaim time, and at least every 5 s), then `XREADGROUP
+//!   … >`: on a single node one pipeline for every stream, each asked for at
+//!   most its length, together at most the batch; on a cluster one stream
+//!   (slot) at a time;
+//! - **ack**, only after the archive committed: `XDEL` then `XACK` (on a
+//!   single node all the batch's streams in one pipeline). Once
 //!   deleted, an entry left in the pending list by a crash between the two is
 //!   cleared by the next `XAUTOCLAIM`, which reports it as deleted and never
 //!   hands it out.
@@ -24,10 +33,10 @@
 //! removes an entry, so a pending entry cannot be lost. Streams carry no
 //! TTL; an empty stream stays, with its group, for the next entries.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use aci_contracts::{RunId, Timestamp, ToolCallId};
 use async_trait::async_trait;
@@ -45,6 +54,16 @@ pub const GROUP: &str = "aci-archive";
 /// Keys returned per `SCAN` step.
 const SCAN_COUNT: u64 = 1000;
 
+/// How long the list of streams found by a scan is used before the keyspace
+/// is scanned again: a stream that appears (the first finalized record of a
+/// hash slot) waits at most this long to be seen; the scan's cost grows with
+/// everything the node holds.
+const STREAMS_REFRESH: Duration = Duration::from_secs(1);
+
+/// The longest time between two reclaims of a stream's pending entries
+/// (they become claimable only after the reclaim time anyway).
+const RECLAIM_EVERY_MAX: Duration = Duration::from_secs(5);
+
 /// The outbox of a [`RedisStore`]: see the module docs.
 #[derive(Clone)]
 pub struct RedisOutbox {
@@ -54,6 +73,10 @@ pub struct RedisOutbox {
     /// Where the next take starts in the list of streams, so that one busy
     /// stream does not starve the others.
     rotation: Arc<AtomicUsize>,
+    /// The streams found by the last scan, and when.
+    known: Arc<Mutex<Option<(Instant, Vec<String>)>>>,
+    /// When each stream's pending entries were last reclaimed.
+    reclaimed: Arc<Mutex<HashMap<String, Instant>>>,
 }
 
 impl std::fmt::Debug for RedisOutbox {
@@ -72,6 +95,8 @@ impl RedisStore {
             inner: Arc::clone(&self.inner),
             groups: Arc::default(),
             rotation: Arc::default(),
+            known: Arc::default(),
+            reclaimed: Arc::default(),
         }
     }
 }
@@ -123,6 +148,24 @@ fn entry(stream: &str, value: &Value) -> Result<Option<OutboxEntry>, StoreError>
         enqueued_at: entry_time(id).ok_or_else(malformed)?,
         receipt: format!("{stream} {id}"),
     }))
+}
+
+/// The entries of an `XREADGROUP` reply for `stream` (nil: none).
+fn stream_entries(stream: &str, reply: &Value) -> Result<Vec<OutboxEntry>, StoreError> {
+    let mut entries = Vec::new();
+    if let Value::Array(streams) = reply {
+        for one in streams {
+            let Value::Array(parts) = one else {
+                return Err(corrupt("outbox reply"));
+            };
+            if let Some(Value::Array(items)) = parts.get(1) {
+                for value in items {
+                    entries.extend(entry(stream, value)?);
+                }
+            }
+        }
+    }
+    Ok(entries)
 }
 
 /// The stream and entry id of a receipt.
@@ -316,20 +359,7 @@ impl RedisOutbox {
                 return Err(error);
             }
         };
-        let mut entries = Vec::new();
-        if let Value::Array(streams) = reply {
-            for one in &streams {
-                let Value::Array(parts) = one else {
-                    return Err(corrupt("outbox reply"));
-                };
-                if let Some(Value::Array(items)) = parts.get(1) {
-                    for value in items {
-                        entries.extend(entry(stream, value)?);
-                    }
-                }
-            }
-        }
-        Ok(entries)
+        stream_entries(stream, &reply)
     }
 
     async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T, StoreError> {
@@ -345,14 +375,85 @@ fn corrupt_reply() -> crate::RedisStoreError {
 const LENGTH_BATCH: usize = 256;
 
 impl RedisOutbox {
+    /// The streams of the last scan, unless it is older than
+    /// [`STREAMS_REFRESH`] or `fresh` asks for a scan now; and whether they
+    /// come from a scan made now.
+    async fn known_streams(&self, fresh: bool) -> Result<(Vec<String>, bool), StoreError> {
+        if !fresh {
+            let known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some((at, streams)) = known.as_ref()
+                && at.elapsed() < STREAMS_REFRESH
+            {
+                return Ok((streams.clone(), false));
+            }
+        }
+        let streams = self.streams().await?;
+        *self.known.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some((Instant::now(), streams.clone()));
+        Ok((streams, true))
+    }
+
+    /// Whether `stream`'s pending entries are due for a reclaim (and notes
+    /// that they are being reclaimed now).
+    fn reclaim_due(&self, stream: &str, reclaim_after: Duration) -> bool {
+        let every = (reclaim_after / 4).min(RECLAIM_EVERY_MAX);
+        let mut reclaimed = self
+            .reclaimed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        match reclaimed.get(stream) {
+            Some(at) if now.duration_since(*at) < every => false,
+            _ => {
+                reclaimed.insert(stream.to_owned(), now);
+                true
+            }
+        }
+    }
+
+    /// On a single node: entries no consumer took yet, from each of
+    /// `streams` up to its count, in one pipelined round trip.
+    async fn read_new_pipelined(
+        &self,
+        streams: &[(String, usize)],
+        consumer: &str,
+    ) -> Result<Vec<OutboxEntry>, StoreError> {
+        let mut pipe = redis::pipe();
+        for (stream, count) in streams {
+            pipe.cmd("XREADGROUP")
+                .arg("GROUP")
+                .arg(GROUP)
+                .arg(consumer)
+                .arg("COUNT")
+                .arg(*count)
+                .arg("STREAMS")
+                .arg(stream)
+                .arg(">");
+        }
+        let replies: Vec<Value> = match self.inner.pipeline("outbox", &pipe).await {
+            Ok(replies) => replies,
+            Err(error) => {
+                // A stream deleted and written again lost its group: make
+                // the groups again on the next take.
+                self.groups().clear();
+                return Err(error.into());
+            }
+        };
+        let mut entries = Vec::new();
+        for ((stream, _), reply) in streams.iter().zip(&replies) {
+            entries.extend(stream_entries(stream, reply)?);
+        }
+        Ok(entries)
+    }
+
     /// The outbox streams that hold entries (an acknowledged entry is
     /// deleted, so an empty stream has nothing pending either), with their
     /// lengths: one pipelined `XLEN` per [`LENGTH_BATCH`] streams on a single
     /// node, so that the streams of every slot ever used cost little once
     /// drained (on a cluster, where a pipeline stays in one slot, one `XLEN`
     /// per stream).
-    async fn busy_streams(&self) -> Result<Vec<(String, u64)>, StoreError> {
-        let streams = self.streams().await?;
+    async fn busy_streams(&self, fresh: bool) -> Result<(Vec<(String, u64)>, bool), StoreError> {
+        let (streams, scanned) = self.known_streams(fresh).await?;
         let mut busy = Vec::new();
         // A cluster pipeline must stay in one slot: there, one XLEN each.
         let batch_size = if self.inner.cluster { 1 } else { LENGTH_BATCH };
@@ -373,7 +474,7 @@ impl RedisOutbox {
                     .map(|(stream, len)| (stream.clone(), len)),
             );
         }
-        Ok(busy)
+        Ok((busy, scanned))
     }
 }
 
@@ -385,33 +486,21 @@ impl Outbox for RedisOutbox {
         max: usize,
         reclaim_after: Duration,
     ) -> Result<Vec<OutboxEntry>, StoreError> {
-        let mut streams: Vec<String> = self
-            .busy_streams()
-            .await?
-            .into_iter()
-            .map(|(stream, _)| stream)
-            .collect();
-        if streams.is_empty() || max == 0 {
+        if max == 0 {
             return Ok(Vec::new());
         }
-        let start = self.rotation.fetch_add(1, Ordering::Relaxed) % streams.len();
-        streams.rotate_left(start);
-        let mut taken = Vec::new();
-        for stream in &streams {
-            if taken.len() >= max {
-                break;
-            }
-            self.ensure_group(stream).await?;
-            let reclaimed = self
-                .reclaim(stream, consumer, max - taken.len(), reclaim_after)
-                .await?;
-            taken.extend(reclaimed);
-            if taken.len() < max {
-                let fresh = self.read_new(stream, consumer, max - taken.len()).await?;
-                taken.extend(fresh);
-            }
+        // The streams of a recent scan while they hold entries; an empty
+        // answer is given only after a scan made now (a stream may have
+        // appeared since).
+        let (streams, scanned) = self.busy_streams(false).await?;
+        let taken = self
+            .take_from(streams, consumer, max, reclaim_after)
+            .await?;
+        if !taken.is_empty() || scanned {
+            return Ok(taken);
         }
-        Ok(taken)
+        let (streams, _) = self.busy_streams(true).await?;
+        self.take_from(streams, consumer, max, reclaim_after).await
     }
 
     async fn ack(&self, entries: &[OutboxEntry]) -> Result<(), StoreError> {
@@ -420,30 +509,108 @@ impl Outbox for RedisOutbox {
             let (stream, id) = receipt(entry)?;
             by_stream.entry(stream).or_default().push(id);
         }
-        for (stream, ids) in by_stream {
-            // XDEL first: a crash before the XACK leaves a pending id whose
-            // entry is gone, which XAUTOCLAIM clears without handing it out.
+        // XDEL first: a crash before the XACK leaves a pending id whose
+        // entry is gone, which XAUTOCLAIM clears without handing it out. On
+        // a single node every stream's pair goes in one pipeline; on a
+        // cluster, one pipeline per stream (one slot each).
+        let per_pipeline = if self.inner.cluster {
+            1
+        } else {
+            by_stream.len().max(1)
+        };
+        let by_stream: Vec<(&str, Vec<&str>)> = by_stream.into_iter().collect();
+        for chunk in by_stream.chunks(per_pipeline) {
             let mut pipe = redis::pipe();
-            pipe.cmd("XDEL").arg(stream).arg(&ids);
-            pipe.cmd("XACK").arg(stream).arg(GROUP).arg(&ids);
-            let _: (u64, u64) = self.inner.pipeline("outbox", &pipe).await?;
+            for (stream, ids) in chunk {
+                pipe.cmd("XDEL").arg(*stream).arg(ids);
+                pipe.cmd("XACK").arg(*stream).arg(GROUP).arg(ids);
+            }
+            let _: Vec<u64> = self.inner.pipeline("outbox", &pipe).await?;
         }
         Ok(())
     }
 
     async fn backlog(&self) -> Result<Backlog, StoreError> {
         let mut backlog = Backlog::default();
-        for (stream, len) in self.busy_streams().await? {
-            let mut cmd = redis::cmd("XRANGE");
-            cmd.arg(&stream).arg("-").arg("+").arg("COUNT").arg(1);
-            let first: Vec<(String, Value)> = self.query(&cmd).await?;
-            backlog.pending += len;
-            if let Some((id, _)) = first.first() {
-                let at = entry_time(id).ok_or_else(|| corrupt("outbox entry"))?;
-                backlog.oldest = Some(backlog.oldest.map_or(at, |o| o.min(at)));
+        let (busy, _) = self.busy_streams(true).await?;
+        // A cluster pipeline must stay in one slot: there, one XRANGE each.
+        let batch_size = if self.inner.cluster { 1 } else { LENGTH_BATCH };
+        for batch in busy.chunks(batch_size) {
+            let mut pipe = redis::pipe();
+            for (stream, len) in batch {
+                pipe.cmd("XRANGE")
+                    .arg(stream)
+                    .arg("-")
+                    .arg("+")
+                    .arg("COUNT")
+                    .arg(1);
+                backlog.pending += len;
+            }
+            let firsts: Vec<Vec<(String, Value)>> = self.inner.pipeline("outbox", &pipe).await?;
+            for first in &firsts {
+                if let Some((id, _)) = first.first() {
+                    let at = entry_time(id).ok_or_else(|| corrupt("outbox entry"))?;
+                    backlog.oldest = Some(backlog.oldest.map_or(at, |o| o.min(at)));
+                }
             }
         }
         Ok(backlog)
+    }
+}
+
+impl RedisOutbox {
+    /// One take from `streams` (with their lengths).
+    async fn take_from(
+        &self,
+        mut streams: Vec<(String, u64)>,
+        consumer: &str,
+        max: usize,
+        reclaim_after: Duration,
+    ) -> Result<Vec<OutboxEntry>, StoreError> {
+        if streams.is_empty() {
+            return Ok(Vec::new());
+        }
+        let start = self.rotation.fetch_add(1, Ordering::Relaxed) % streams.len();
+        streams.rotate_left(start);
+        let mut taken = Vec::new();
+        for (stream, _) in &streams {
+            if taken.len() >= max {
+                break;
+            }
+            self.ensure_group(stream).await?;
+            if self.reclaim_due(stream, reclaim_after) {
+                let reclaimed = self
+                    .reclaim(stream, consumer, max - taken.len(), reclaim_after)
+                    .await?;
+                taken.extend(reclaimed);
+            }
+        }
+        if self.inner.cluster {
+            for (stream, _) in &streams {
+                if taken.len() >= max {
+                    break;
+                }
+                let fresh = self.read_new(stream, consumer, max - taken.len()).await?;
+                taken.extend(fresh);
+            }
+        } else {
+            // Each stream up to its length, the lengths adding up to what is
+            // left of `max`: one round trip, never more than `max` taken.
+            let mut left = max.saturating_sub(taken.len());
+            let mut asks = Vec::new();
+            for (stream, len) in &streams {
+                if left == 0 {
+                    break;
+                }
+                let count = usize::try_from(*len).unwrap_or(usize::MAX).min(left);
+                left -= count;
+                asks.push((stream.clone(), count));
+            }
+            if !asks.is_empty() {
+                taken.extend(self.read_new_pipelined(&asks, consumer).await?);
+            }
+        }
+        Ok(taken)
     }
 }
 

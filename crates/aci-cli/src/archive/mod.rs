@@ -94,6 +94,7 @@ pub(crate) async fn local(
         settings: settings.clone(),
         key,
         metrics,
+        refreshed_at: std::sync::Mutex::new(None),
     })))
 }
 
@@ -216,6 +217,7 @@ pub(crate) async fn run(
         settings: settings.clone(),
         key,
         metrics,
+        refreshed_at: std::sync::Mutex::new(None),
     };
     let total = pump.run(stop_signal(), once).await?;
     let backlog = pump

@@ -27,6 +27,9 @@ const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// pending) and the connection is opened again (it may hang on a dead peer).
 const STEP_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How often the pending and lag gauges are read while batches run.
+const REFRESH_EVERY: Duration = Duration::from_secs(1);
+
 /// Months of partitions made ahead of the current one.
 const MONTHS_AHEAD: u32 = 1;
 
@@ -136,6 +139,8 @@ pub(crate) struct Pump {
     pub(crate) settings: ArchiveSettings,
     pub(crate) key: Option<CheckpointKey>,
     pub(crate) metrics: ArchiveMetrics,
+    /// When the gauges were last read.
+    pub(crate) refreshed_at: Mutex<Option<Instant>>,
 }
 
 impl Pump {
@@ -224,7 +229,22 @@ impl Pump {
             }
             Err(_) => self.metrics.errors.inc(),
         }
-        self.refresh().await;
+        // The backlog costs a scan of the outbox streams: read at most once
+        // per REFRESH_EVERY while batches follow each other.
+        let due = {
+            let mut at = self
+                .refreshed_at
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let due = at.is_none_or(|t| t.elapsed() >= REFRESH_EVERY);
+            if due {
+                *at = Some(Instant::now());
+            }
+            due
+        };
+        if due {
+            self.refresh().await;
+        }
         outcome
     }
 
