@@ -790,3 +790,240 @@ async fn memory_store_processes_archive_their_own_records() {
     );
     assert_eq!(rows(run.to_string()).await, 3);
 }
+
+/// The tokens of the run's owner and of another principal, for the review
+/// routes of `aci serve --http`.
+const OWNER_TOKEN: &str = "token-of-oncall-bot-archived-7c21";
+const OTHER_TOKEN: &str = "token-of-other-bot-archived-93fe";
+
+/// A run of three calls owned by `oncall-bot` (evidence, NO_EVIDENCE, an
+/// ERROR), archived, then expired from Redis: `aci serve --http` serves its
+/// review page, calls and citation check from the archive to its owner
+/// only, and `aci report` writes the page from the archive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_run_is_reviewed_from_the_archive() {
+    use support::http::replica::Replica;
+    use support::http::{http_client, sha256_hex};
+
+    let env = Env::new(&format!(
+        "[auth.tokens.oncall-bot]\nsha256 = \"{}\"\n[auth.tokens.other-bot]\nsha256 = \"{}\"\n",
+        sha256_hex(OWNER_TOKEN),
+        sha256_hex(OTHER_TOKEN),
+    ))
+    .await;
+    let run = fresh_run_id();
+    // Long enough for `aci archive` to read every record before it expires
+    // (a record expired unread is lost to the archive), short enough to
+    // wait out.
+    let ttl = Duration::from_secs(3);
+    let mut news = Vec::new();
+    for id in ["found", "none", "failed"] {
+        let mut new = new_invocation(&SystemClock, &run, id, "tool_a", id);
+        new.ttl = ttl;
+        new.run = RunTerms {
+            max_duration: None,
+            owner: Some("oncall-bot".to_owned()),
+        };
+        env.store.create(new.clone()).await.unwrap();
+        news.push(new);
+    }
+    env.store
+        .finalize(&news[0].key, ready("found"))
+        .await
+        .unwrap();
+    env.store
+        .finalize(
+            &news[1].key,
+            Finalization::Ready {
+                evidence: ReadyEvidence::NoEvidence,
+                raw_json: r#"{"raw":"none"}"#.to_owned(),
+                agent_result_json: r#"{"answer":"none","scope":{"q":"none"}}"#.to_owned(),
+                redactions: Default::default(),
+                replayed_from: None,
+                finished_at: SystemClock.now(),
+                timings: None,
+            },
+        )
+        .await
+        .unwrap();
+    env.store
+        .finalize(
+            &news[2].key,
+            Finalization::Error {
+                error_code: ErrorCode::ExecutionTimeout,
+                retryable: false,
+                raw_json: None,
+                finished_at: SystemClock.now(),
+                timings: None,
+            },
+        )
+        .await
+        .unwrap();
+    let summary = env.archive_until_done().await;
+    assert_eq!(summary["archived"], 3, "{summary}");
+    assert_eq!(summary["expired"], 0, "{summary}");
+    // Gone from the store: every record and the run's state.
+    tokio::time::timeout(HANG_GUARD, async {
+        loop {
+            let mut held = env.store.run_state(&run).await.unwrap().is_some();
+            for new in &news {
+                held |= env.store.remaining_ttl(&new.key).await.unwrap().is_some();
+            }
+            if !held {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the records expire within the hang guard");
+
+    let replica = Replica::start(&env.config, &shared_url(), &[]).await;
+    let http = http_client();
+    let get = |path: String, token: &'static str| {
+        let request = http.get(replica.url(&path)).bearer_auth(token);
+        async move {
+            let response = tokio::time::timeout(HANG_GUARD, request.send())
+                .await
+                .unwrap()
+                .unwrap();
+            let status = response.status().as_u16();
+            (status, response.text().await.unwrap())
+        }
+    };
+
+    // The owner (from the archive's `aci_runs.owner`) sees the page.
+    let (status, page) = get(format!("/runs/{run}"), OWNER_TOKEN).await;
+    assert_eq!(status, 200, "{page}\n{}", replica.stderr());
+    assert!(page.contains("read from the archive"), "{page}");
+    assert!(page.contains(r#"data-source="archive""#), "{page}");
+    assert!(page.contains("oncall-bot"), "{page}");
+    for id in ["found", "none", "failed"] {
+        assert!(
+            page.contains(&format!(r#"data-tool-call-id="{id}""#)),
+            "{id} listed: {page}"
+        );
+    }
+    assert!(page.contains("EXECUTION_TIMEOUT"), "{page}");
+
+    // Anyone else: 403, the same for the archived run as for no run at all.
+    let (status, denied) = get(format!("/runs/{run}"), OTHER_TOKEN).await;
+    assert_eq!((status, denied.as_str()), (403, "forbidden\n"));
+    let (status, unknown) = get(format!("/runs/{}", fresh_run_id()), OTHER_TOKEN).await;
+    assert_eq!((status, unknown.as_str()), (403, "forbidden\n"));
+    let (status, _) = get(format!("/runs/{run}/calls"), OTHER_TOKEN).await;
+    assert_eq!(status, 403);
+    let (status, _) = get(format!("/runs/{run}/calls/found"), OTHER_TOKEN).await;
+    assert_eq!(status, 403);
+
+    // The calls as JSON lines, marked as read from the archive.
+    let (status, body) = get(format!("/runs/{run}/calls"), OWNER_TOKEN).await;
+    assert_eq!(status, 200, "{body}");
+    let lines: Vec<serde_json::Value> = body
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let ids: BTreeSet<&str> = lines
+        .iter()
+        .map(|l| l["tool_call_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, BTreeSet::from(["found", "none", "failed"]));
+    for line in &lines {
+        assert_eq!(line["source"], "archive", "{line}");
+        assert_eq!(line["run"]["owner"], "oncall-bot", "{line}");
+        assert!(line.get("raw").is_none(), "{line}");
+    }
+    let failed = lines
+        .iter()
+        .find(|l| l["tool_call_id"] == "failed")
+        .unwrap();
+    assert_eq!(failed["status"], "ERROR");
+    assert_eq!(failed["error_code"], "EXECUTION_TIMEOUT");
+
+    // One call, with its raw response as archived (`raw = "full"`).
+    let (status, body) = get(format!("/runs/{run}/calls/found"), OWNER_TOKEN).await;
+    assert_eq!(status, 200, "{body}");
+    let call: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(call["source"], "archive");
+    assert_eq!(call["raw"], serde_json::json!({"raw": "found"}));
+    assert_eq!(call["agent_result"], serde_json::json!({"answer": "found"}));
+    let (status, _) = get(format!("/runs/{run}/calls/ghost"), OWNER_TOKEN).await;
+    assert_eq!(status, 404);
+
+    // The citation check judges archived calls as `aci verify` does.
+    let response = tokio::time::timeout(
+        HANG_GUARD,
+        http.post(replica.url(&format!("/runs/{run}/citations")))
+            .bearer_auth(OWNER_TOKEN)
+            .header("content-type", "text/plain")
+            .body("Pool exhausted [found]; nothing in [none]; [failed] timed out; [ghost].")
+            .send(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(response.status(), 200);
+    let report: serde_json::Value = response.json().await.unwrap();
+    let marks: Vec<(&str, &str)> = report["cited"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["citation"].as_str().unwrap(), c["mark"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        marks,
+        [
+            ("found", "stands"),
+            ("none", "negative"),
+            ("failed", "not-citable"),
+            ("ghost", "unknown"),
+        ]
+    );
+    assert_eq!(report["uncited"], serde_json::json!([]));
+    let verified = aci_async(&[
+        "verify",
+        "--run",
+        run.as_str(),
+        "found",
+        "none",
+        "failed",
+        "--config",
+        env.config(),
+    ])
+    .await;
+    let verified = json_lines(&verified);
+    assert_eq!(verified.len(), 3);
+    for (n, line) in verified.iter().enumerate() {
+        assert_eq!(line["verdict"], report["cited"][n]["verdict"], "{line}");
+    }
+    let (status, stderr) = replica.stop().await;
+    assert!(status.success(), "{stderr}");
+
+    // `aci report` writes the page from the archive too.
+    let out = support::files::temp_file("archived-run.html", "");
+    let output = aci_async(&[
+        "report",
+        "--run",
+        run.as_str(),
+        "--config",
+        env.config(),
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .await;
+    assert!(
+        output.status.success(),
+        "{}",
+        support::command::stderr(&output)
+    );
+    assert!(support::command::stderr(&output).contains("read from the archive"));
+    let written = std::fs::read_to_string(&out).unwrap();
+    assert!(written.contains("read from the archive"), "{written}");
+    for id in ["found", "none", "failed"] {
+        assert!(written.contains(&format!(r#"data-tool-call-id="{id}""#)));
+    }
+    // Its offline citation check carries the archived verdicts.
+    assert!(written.contains(r#""found":"stands""#), "{written}");
+    assert!(written.contains(r#""none":"negative""#), "{written}");
+    assert!(written.contains(r#""failed":"not-citable""#), "{written}");
+}

@@ -7,9 +7,9 @@
 //! JSON is every column of the call but its position and hashes, keys
 //! sorted, no whitespace: changing any stored column changes the leaf.
 
-use aci_contracts::InvocationStatus;
-use invocation_core::InvocationRecord;
-use invocation_core::redact::Redactor;
+use aci_contracts::{ErrorCode, EvidenceStatus, InvocationStatus, RunId, Timestamp, ToolCallId};
+use invocation_core::redact::{Redactions, Redactor};
+use invocation_core::{InvocationKey, InvocationRecord, PhaseTimings, ScopeFingerprint};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -180,6 +180,76 @@ impl ArchivedCall {
         })
     }
 
+    /// The record this call was archived from, as far as the archive kept
+    /// it: every column parsed back with the contracts' parsers, the raw
+    /// response as the raw policy kept it (redacted, whole, or none: see
+    /// [`raw_mode`](Self::raw_mode)), the phase timings from `timings_us`.
+    /// For reading an expired run back (the review page); the archive row
+    /// stays the record of truth.
+    ///
+    /// # Errors
+    /// [`ArchiveError::Corrupt`] naming the column that does not parse.
+    pub fn to_record(&self) -> Result<InvocationRecord> {
+        fn corrupt<E>(what: &'static str) -> impl Fn(E) -> ArchiveError {
+            move |_| ArchiveError::Corrupt { what }
+        }
+        let status = InvocationStatus::parse(&self.status)
+            .ok_or(ArchiveError::Corrupt { what: "status" })?;
+        let evidence_status = self
+            .evidence_status
+            .as_deref()
+            .map(|text| {
+                EvidenceStatus::parse(text).ok_or(ArchiveError::Corrupt {
+                    what: "evidence_status",
+                })
+            })
+            .transpose()?;
+        let error_code = self
+            .error_code
+            .as_deref()
+            .map(|text| ErrorCode::parse(text).ok_or(ArchiveError::Corrupt { what: "error_code" }))
+            .transpose()?;
+        let replayed_from = self
+            .replayed_from
+            .as_deref()
+            .map(ToolCallId::new)
+            .transpose()
+            .map_err(corrupt("replayed_from"))?;
+        let redactions: Redactions =
+            serde_json::from_str(&self.redactions).map_err(corrupt("redactions"))?;
+        let timings = self.timings_us.as_deref().map(parse_timings).transpose()?;
+        let size = |bytes: Option<i64>, what: &'static str| {
+            bytes.map(u64::try_from).transpose().map_err(corrupt(what))
+        };
+        Ok(InvocationRecord {
+            key: InvocationKey::new(
+                RunId::new(self.run_id.as_str()).map_err(corrupt("run_id"))?,
+                ToolCallId::new(self.tool_call_id.as_str()).map_err(corrupt("tool_call_id"))?,
+            ),
+            tool_name: self.tool_name.clone(),
+            status,
+            evidence_status,
+            error_code,
+            retryable: self.retryable,
+            scope_fingerprint: self
+                .scope_fp
+                .parse::<ScopeFingerprint>()
+                .map_err(corrupt("scope_fp"))?,
+            created_at: Timestamp::from_unix_millis(self.created_at_ms),
+            finished_at: Some(Timestamp::from_unix_millis(self.finished_at_ms)),
+            replayed_from,
+            redactions,
+            timings,
+            request_bytes: u64::try_from(self.request_bytes).map_err(corrupt("request_bytes"))?,
+            raw_bytes: size(self.raw_bytes, "raw_bytes")?,
+            agent_result_bytes: size(self.result_bytes, "result_bytes")?,
+            request_json: self.request.clone(),
+            scope_json: self.scope.clone(),
+            agent_result_json: self.result.clone(),
+            raw_json: self.raw.clone(),
+        })
+    }
+
     /// The canonical JSON the leaf hash is taken over (and what
     /// `aci export --format jsonl` writes, with the position and hashes).
     #[must_use]
@@ -221,6 +291,27 @@ impl ArchivedCall {
     }
 }
 
+/// Phase timings from `timings_us` (`{"preflight":µs,"execution":µs|null,
+/// "projection":µs|null}`).
+fn parse_timings(text: &str) -> Result<PhaseTimings> {
+    let corrupt = || ArchiveError::Corrupt { what: "timings_us" };
+    let value: Value = serde_json::from_str(text).map_err(|_| corrupt())?;
+    let micros = |key: &str| -> Result<Option<std::time::Duration>> {
+        match value.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .map(|us| Some(std::time::Duration::from_micros(us)))
+                .ok_or_else(corrupt),
+        }
+    };
+    Ok(PhaseTimings {
+        preflight: micros("preflight")?.ok_or_else(corrupt)?,
+        execution: micros("execution")?,
+        projection: micros("projection")?,
+    })
+}
+
 /// `SHA-256(0x01 || previous || leaf)`.
 #[must_use]
 pub fn chain(previous: &Hash, leaf: &Hash) -> Hash {
@@ -251,5 +342,75 @@ mod tests {
         let plain: Hash = plain.finalize().into();
         assert_ne!(linked, plain);
         assert_eq!(to_hex(&[0xab, 0x01]), "ab01");
+    }
+
+    fn finalized(finalization: invocation_core::Finalization) -> InvocationRecord {
+        let scope = json!({"q": "pool"});
+        let mut record = InvocationRecord::from_new(invocation_core::NewInvocation {
+            key: InvocationKey::new(
+                RunId::new("run-1").unwrap(),
+                ToolCallId::new("call_1").unwrap(),
+            ),
+            tool_name: "lookup_knowledge".into(),
+            request_json: r#"{"query":"pool"}"#.into(),
+            scope_json: scope.to_string(),
+            scope_fingerprint: ScopeFingerprint::of("lookup_knowledge", &scope),
+            created_at: Timestamp::from_unix_millis(1_700_000_000_000),
+            ttl: std::time::Duration::from_secs(60),
+            budgets: invocation_core::Budgets::default(),
+            claim_scope: false,
+            run: invocation_core::RunTerms::default(),
+            attempt: 7,
+        });
+        record.apply(finalization);
+        record
+    }
+
+    #[test]
+    fn an_archived_call_reads_back_as_its_record() {
+        let mut redactions = Redactions::new();
+        redactions.add("password", 2);
+        let ready = finalized(invocation_core::Finalization::Ready {
+            evidence: invocation_core::ReadyEvidence::NoEvidence,
+            raw_json: r#"{"raw":"password=hunter2"}"#.into(),
+            agent_result_json: r#"{"answer":"none"}"#.into(),
+            redactions,
+            replayed_from: Some(ToolCallId::new("call_0").unwrap()),
+            finished_at: Timestamp::from_unix_millis(1_700_000_000_250),
+            timings: Some(PhaseTimings {
+                preflight: std::time::Duration::from_micros(12),
+                execution: Some(std::time::Duration::from_micros(3400)),
+                projection: None,
+            }),
+        });
+        let redactor = Redactor::builtin();
+        let full = ArchivedCall::from_record(&ready, RawPolicy::Full, &redactor).unwrap();
+        assert_eq!(full.to_record().unwrap(), ready);
+        // Without the raw response, only the raw is missing.
+        let none = ArchivedCall::from_record(&ready, RawPolicy::None, &redactor).unwrap();
+        let read = none.to_record().unwrap();
+        assert_eq!(read.raw_json, None);
+        assert_eq!(read.raw_bytes, ready.raw_bytes);
+        assert_eq!(
+            read.select(invocation_core::RecordFields::WithoutRaw),
+            ready.select(invocation_core::RecordFields::WithoutRaw)
+        );
+
+        let failed = finalized(invocation_core::Finalization::Error {
+            error_code: ErrorCode::ExecutionTimeout,
+            retryable: true,
+            raw_json: None,
+            finished_at: Timestamp::from_unix_millis(1_700_000_001_000),
+            timings: None,
+        });
+        let archived = ArchivedCall::from_record(&failed, RawPolicy::Full, &redactor).unwrap();
+        assert_eq!(archived.to_record().unwrap(), failed);
+
+        let mut bad = archived;
+        bad.error_code = Some("NOT_A_CODE".into());
+        assert!(matches!(
+            bad.to_record(),
+            Err(ArchiveError::Corrupt { what: "error_code" })
+        ));
     }
 }

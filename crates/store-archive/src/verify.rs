@@ -1,5 +1,7 @@
 //! Reading a run back, and verifying it by recomputation.
 
+use aci_contracts::Timestamp;
+use invocation_core::RunState;
 use tokio_postgres::Row;
 
 use ed25519_dalek::VerifyingKey;
@@ -174,6 +176,35 @@ impl Archive {
             .await
             .map_err(ArchiveError::unavailable("read"))?;
         Ok(rows.iter().map(stored).collect())
+    }
+
+    /// A run's state as archived (`aci_runs`, written by the run's first
+    /// archived call): its owner, start and deadline. A run archived without
+    /// its store state has no owner, and starts at its first call. `None`
+    /// when the archive has no such run.
+    ///
+    /// # Errors
+    /// [`ArchiveError::Unavailable`].
+    pub async fn run_state(&self, run_id: &str) -> Result<Option<RunState>> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT r.owner,
+                        coalesce(r.started_at_ms,
+                          (SELECT min(c.created_at_ms) FROM aci_calls c WHERE c.run_id = r.run_id)),
+                        r.deadline_ms
+                 FROM aci_runs r WHERE r.run_id = $1",
+                &[&run_id],
+            )
+            .await
+            .map_err(ArchiveError::unavailable("read"))?;
+        Ok(row.map(|row| RunState {
+            owner: row.get(0),
+            started_at: Timestamp::from_unix_millis(row.get::<_, Option<i64>>(1).unwrap_or(0)),
+            deadline: row
+                .get::<_, Option<i64>>(2)
+                .map(Timestamp::from_unix_millis),
+        }))
     }
 
     /// Recomputes a run's leaf and chain hashes, positions and seal; with

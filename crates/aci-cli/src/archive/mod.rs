@@ -18,7 +18,7 @@ use std::sync::Arc;
 use invocation_core::{CitationCheck, CitationVerdict, NotCitable};
 use serde_json::{Value, json};
 use store_archive::{
-    Archive, ArchiveSettings, Archiver, CheckpointKey, StoredCall, Verdict, to_hex,
+    Archive, ArchiveSettings, ArchivedCall, Archiver, CheckpointKey, StoredCall, Verdict, to_hex,
 };
 use store_redis::RedisStore;
 use tokio::sync::watch;
@@ -334,54 +334,118 @@ pub(crate) async fn recheck_expired(
     run: &str,
     checks: &mut [CitationCheck],
 ) -> Result<(), CliError> {
-    let expired = |check: &CitationCheck| {
-        matches!(
-            check.verdict,
-            CitationVerdict::NotCitable {
-                reason: NotCitable::UnknownOrExpired
-            }
-        )
-    };
     if !checks.iter().any(expired) {
         return Ok(());
     }
     let archive = connect(settings(config)?).await?;
-    let calls = archive.calls(run).await.map_err(archive_error)?;
+    let calls: Vec<ArchivedCall> = archive
+        .calls(run)
+        .await
+        .map_err(archive_error)?
+        .into_iter()
+        .map(|stored| stored.call)
+        .collect();
+    recheck_archived(&calls, checks);
+    Ok(())
+}
+
+/// Whether the store gave `check` no record: an unknown id, or an expired one.
+fn expired(check: &CitationCheck) -> bool {
+    matches!(
+        check.verdict,
+        CitationVerdict::NotCitable {
+            reason: NotCitable::UnknownOrExpired
+        }
+    )
+}
+
+/// The citations of `checks` the store does not know, judged again on
+/// `calls`, one run's archived calls ([`archived_verdict`]); a citation no
+/// archived call answers stays unknown.
+pub(crate) fn recheck_archived(calls: &[ArchivedCall], checks: &mut [CitationCheck]) {
     for check in checks.iter_mut().filter(|c| expired(c)) {
         let id = check
             .citation
             .rsplit_once('/')
             .map_or(check.citation.as_str(), |(_, id)| id);
-        let Some(stored) = calls.iter().find(|s| s.call.tool_call_id == id) else {
-            continue;
-        };
-        let call = &stored.call;
-        let parse = |text: &Option<String>| {
-            text.as_deref()
-                .and_then(|t| serde_json::from_str::<Value>(t).ok())
-        };
-        check.verdict = match (call.status.as_str(), call.evidence_status.as_deref()) {
-            ("READY", Some("EVIDENCE_FOUND")) => CitationVerdict::Evidence {
-                tool_name: call.tool_name.clone(),
-            },
-            ("READY", Some("NO_EVIDENCE")) => CitationVerdict::NegativeObservation {
-                tool_name: call.tool_name.clone(),
-                scope: parse(&call.result)
-                    .and_then(|r| r.get("scope").cloned())
-                    .or_else(|| parse(&call.scope))
-                    .unwrap_or(Value::Null),
-            },
-            _ => CitationVerdict::NotCitable {
-                reason: NotCitable::Failed(
-                    call.error_code
-                        .as_deref()
-                        .and_then(aci_contracts::ErrorCode::parse)
-                        .unwrap_or(aci_contracts::ErrorCode::StoreUnavailable),
-                ),
-            },
-        };
+        if let Some(call) = calls.iter().find(|call| call.tool_call_id == id) {
+            check.verdict = archived_verdict(call);
+        }
     }
-    Ok(())
+}
+
+/// The verdict on a citation of an archived call, by `aci verify`'s rules:
+/// READY with `EVIDENCE_FOUND` stands; READY with `NO_EVIDENCE` is a
+/// negative observation within its scope only (the result's `scope`, else
+/// the request's normalized scope); anything else (ERROR) is not citable.
+pub(crate) fn archived_verdict(call: &ArchivedCall) -> CitationVerdict {
+    let parse = |text: &Option<String>| {
+        text.as_deref()
+            .and_then(|t| serde_json::from_str::<Value>(t).ok())
+    };
+    match (call.status.as_str(), call.evidence_status.as_deref()) {
+        ("READY", Some("EVIDENCE_FOUND")) => CitationVerdict::Evidence {
+            tool_name: call.tool_name.clone(),
+        },
+        ("READY", Some("NO_EVIDENCE")) => CitationVerdict::NegativeObservation {
+            tool_name: call.tool_name.clone(),
+            scope: parse(&call.result)
+                .and_then(|r| r.get("scope").cloned())
+                .or_else(|| parse(&call.scope))
+                .unwrap_or(Value::Null),
+        },
+        _ => CitationVerdict::NotCitable {
+            reason: NotCitable::Failed(
+                call.error_code
+                    .as_deref()
+                    .and_then(aci_contracts::ErrorCode::parse)
+                    .unwrap_or(aci_contracts::ErrorCode::StoreUnavailable),
+            ),
+        },
+    }
+}
+
+/// A connection for reading runs back from the archive (the review page
+/// and `aci report` of a run the store no longer holds): opened when first
+/// needed, or at start with [`connect_now`](Self::connect_now); opened
+/// again at the next read when that failed.
+#[derive(Debug)]
+pub(crate) struct ArchiveReader {
+    settings: ArchiveSettings,
+    archive: tokio::sync::Mutex<Option<Archive>>,
+}
+
+impl ArchiveReader {
+    /// The reader of `config`'s archive; `None` without `[archive] url`.
+    pub(crate) fn of(config: &Config) -> Option<Self> {
+        let settings = settings(config).ok()?;
+        Some(Self {
+            settings: settings.clone(),
+            archive: tokio::sync::Mutex::new(None),
+        })
+    }
+
+    /// Connects now; when the database cannot be reached, says so on
+    /// stderr (a category, never the URL) and tries again when a read
+    /// needs it.
+    pub(crate) async fn connect_now(&self) {
+        if let Err(e) = self.archive().await {
+            eprintln!(
+                "aci: the archive cannot be read now ({e}); runs the store no longer holds are read from it once it can"
+            );
+        }
+    }
+
+    /// The connection, opened first when it is not.
+    pub(crate) async fn archive(&self) -> Result<Archive, CliError> {
+        let mut held = self.archive.lock().await;
+        if let Some(archive) = held.as_ref() {
+            return Ok(archive.clone());
+        }
+        let archive = connect(&self.settings).await?;
+        *held = Some(archive.clone());
+        Ok(archive)
+    }
 }
 
 /// `aci export` formats.

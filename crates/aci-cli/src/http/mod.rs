@@ -88,8 +88,14 @@ pub(crate) async fn serve(app: App, config: &Config, options: HttpOptions) -> Re
         facts: Arc::new(HttpFacts),
         observer: Some(Arc::clone(&metrics) as _),
     };
+    // The review pages read a run the store no longer holds from the
+    // archive: its connection is opened now (and again when it fails).
+    let archive = crate::archive::ArchiveReader::of(config).map(Arc::new);
+    if let Some(reader) = &archive {
+        reader.connect_now().await;
+    }
     let server = Server::start(app, serve_options, limits, setup).await?;
-    let (router, cancel) = router::routes(&server, config, authenticator, metrics);
+    let (router, cancel) = router::routes(&server, config, authenticator, metrics, archive);
 
     let listener = TcpListener::bind(&options.addr)
         .await

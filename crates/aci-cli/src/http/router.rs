@@ -34,6 +34,7 @@ use super::auth::{AuthLayerState, Authenticator, require_bearer, require_reviewe
 use super::metrics::Metrics;
 use super::ops::{self, OpsState};
 use super::workers::Connection;
+use crate::archive::ArchiveReader;
 use crate::config::Config;
 use crate::review::{MAX_ANSWER_BYTES, ReviewState};
 use crate::server::{McpSession, Principal, RequestFacts, Server, TransportFacts};
@@ -57,13 +58,15 @@ const HEADER_PROTOCOL_VERSION: &str = "mcp-protocol-version";
 struct PathRun(String);
 
 /// The MCP routes of `server`'s service in their layers, the operations
-/// endpoints beside them; and the token that cancels rmcp's requests still
+/// endpoints and the review routes (reading expired runs through `archive`)
+/// beside them; and the token that cancels rmcp's requests still
 /// open once calls were abandoned.
 pub(crate) fn routes(
     server: &Server,
     config: &Config,
     authenticator: Option<Authenticator>,
     metrics: Arc<Metrics>,
+    archive: Option<Arc<ArchiveReader>>,
 ) -> (Router, CancellationToken) {
     let boundary = &server.app().boundary;
     let body_limit = boundary
@@ -111,12 +114,17 @@ pub(crate) fn routes(
             Arc::clone(&auth),
             require_bearer,
         ));
-    let review = crate::review::routes(Arc::new(ReviewState::new(boundary.clone(), config, open)))
-        .layer(RequestBodyLimitLayer::new(MAX_ANSWER_BYTES))
-        .layer(middleware::from_fn_with_state(
-            Arc::clone(&auth),
-            require_reviewer,
-        ));
+    let review = crate::review::routes(Arc::new(ReviewState::new(
+        boundary.clone(),
+        config,
+        open,
+        archive,
+    )))
+    .layer(RequestBodyLimitLayer::new(MAX_ANSWER_BYTES))
+    .layer(middleware::from_fn_with_state(
+        Arc::clone(&auth),
+        require_reviewer,
+    ));
     let login = super::login::routes(auth);
     (mcp_routes.merge(review).merge(login).merge(ops), cancel)
 }

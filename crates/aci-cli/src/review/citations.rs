@@ -4,7 +4,8 @@
 //! `[RUN/ID]` (several in one pair of brackets separated by commas, spaces
 //! or semicolons), and every word that is exactly the tool call id of one of
 //! the run's calls. Each citation gets the verdict `aci verify` gives it
-//! ([`Journal::verify_citations`](invocation_core::Journal::verify_citations));
+//! ([`Journal::verify_citations`](invocation_core::Journal::verify_citations),
+//! and for a run read from the archive the archived calls' verdicts);
 //! the run's calls the answer does not cite are listed apart.
 //!
 //! The offline page repeats the extraction in its inline script
@@ -16,7 +17,7 @@ use std::collections::BTreeSet;
 use aci_contracts::is_id_byte;
 use invocation_core::{CitationVerdict, ToolBoundary};
 
-use super::model::{Mark, RunView};
+use super::model::{Mark, RunView, Source};
 
 /// One citation found in the answer, and its mark.
 #[derive(Debug, Clone, PartialEq)]
@@ -86,14 +87,19 @@ fn is_citation(text: &str) -> bool {
 }
 
 /// Checks the citations of `answer` against `view`'s run with the store's
-/// journal, as `aci verify` does.
+/// journal, as `aci verify` does; for a run read from the archive, the
+/// citations the store no longer knows are judged on the archived calls,
+/// as `aci verify` judges them ([`crate::archive::recheck_archived`]).
 pub(crate) async fn check(boundary: &ToolBoundary, view: &RunView, answer: &str) -> CitationReport {
     let known: BTreeSet<&str> = view.calls.iter().map(|c| c.id()).collect();
     let citations = extract(answer, &known);
-    let verdicts = boundary
+    let mut verdicts = boundary
         .journal()
         .verify_citations(&view.run_id, &citations)
         .await;
+    if view.source == Source::Archive {
+        crate::archive::recheck_archived(&view.archived, &mut verdicts);
+    }
     report(view, verdicts.into_iter().map(|c| (c.citation, c.verdict)))
 }
 

@@ -1,7 +1,9 @@
 //! Reviewing a run: one page of everything an agent called, saw and cited.
 //!
 //! - [`model`]: the run read from the store (the records as `aci inspect`
-//!   reads them, with the raw responses), arranged for the page;
+//!   reads them, with the raw responses), or, once the store no longer
+//!   holds it and `[archive] url` is set, from the archive; arranged for
+//!   the page, which says which it read;
 //! - [`page`]: the page itself, server-rendered with maud, self-contained;
 //! - [`json_view`]: a raw response beside the model's view, with what the
 //!   model did not get marked;
@@ -9,8 +11,9 @@
 //!   `aci verify`'s rules.
 //!
 //! Served by `aci serve --http` ([`routes`]) under the same bearer
-//! authentication as `/mcp`, to the run's owner and to principals marked
-//! `review = true`; written to a file by `aci report` ([`report`]).
+//! authentication as `/mcp`, to the run's owner (the store's, or the
+//! archive's `aci_runs.owner`) and to principals marked `review = true`;
+//! written to a file by `aci report` ([`report`]).
 
 mod citations;
 mod json_view;
@@ -28,12 +31,14 @@ use axum::extract::{Extension, Path as UrlPath, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use invocation_core::{InvocationKey, RecordFields, ToolBoundary};
+use invocation_core::{InvocationKey, InvocationRecord, RecordFields, RunState, ToolBoundary};
 use serde_json::{Value, json};
+use store_archive::Archive;
 
-use self::model::{Budgets, RunView};
+use self::model::{Budgets, LoadError, RunView, Source};
 use self::page::Mode;
 use crate::StoreArgs;
+use crate::archive::ArchiveReader;
 use crate::commands::{load_config, record_json, run_json, shared_app};
 use crate::error::CliError;
 use crate::server::Principal;
@@ -50,15 +55,24 @@ pub(crate) struct ReviewState {
     pub(crate) budgets: Budgets,
     /// `--insecure-no-auth`: no principal, every run open.
     pub(crate) open: bool,
+    /// With `[archive] url`: where runs the store no longer holds are read.
+    pub(crate) archive: Option<Arc<ArchiveReader>>,
 }
 
 impl ReviewState {
-    /// The state of `boundary` under `config`.
-    pub(crate) fn new(boundary: ToolBoundary, config: &crate::config::Config, open: bool) -> Self {
+    /// The state of `boundary` under `config`, reading expired runs through
+    /// `archive`.
+    pub(crate) fn new(
+        boundary: ToolBoundary,
+        config: &crate::config::Config,
+        open: bool,
+        archive: Option<Arc<ArchiveReader>>,
+    ) -> Self {
         Self {
             boundary,
             budgets: Budgets::of(config),
             open,
+            archive,
         }
     }
 }
@@ -101,6 +115,8 @@ enum Refusal {
     NotFound,
     /// The store could not be read.
     Unavailable,
+    /// The archive could not be read.
+    ArchiveUnavailable,
 }
 
 impl IntoResponse for Refusal {
@@ -109,9 +125,72 @@ impl IntoResponse for Refusal {
             Self::Forbidden => (StatusCode::FORBIDDEN, "forbidden\n"),
             Self::NotFound => (StatusCode::NOT_FOUND, "no such run or call\n"),
             Self::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "STORE_UNAVAILABLE\n"),
+            Self::ArchiveUnavailable => (StatusCode::SERVICE_UNAVAILABLE, "ARCHIVE_UNAVAILABLE\n"),
         };
         (status, text).into_response()
     }
+}
+
+impl From<LoadError> for Refusal {
+    fn from(error: LoadError) -> Self {
+        match error {
+            LoadError::Store(_) => Self::Unavailable,
+            LoadError::Archive(_) => Self::ArchiveUnavailable,
+        }
+    }
+}
+
+/// The archive's connection, when one is configured.
+async fn archive_of(reader: Option<&ArchiveReader>) -> Result<Option<Archive>, LoadError> {
+    match reader {
+        None => Ok(None),
+        Some(reader) => reader
+            .archive()
+            .await
+            .map(Some)
+            .map_err(|e| LoadError::Archive(e.to_string())),
+    }
+}
+
+/// The run's state: the store's, or, once the store no longer holds it,
+/// the archive's (`aci_runs`).
+async fn run_state_of(
+    boundary: &ToolBoundary,
+    reader: Option<&ArchiveReader>,
+    run_id: &RunId,
+) -> Result<Option<RunState>, LoadError> {
+    if let Some(state) = boundary.store().run_state(run_id).await? {
+        return Ok(Some(state));
+    }
+    match archive_of(reader).await? {
+        Some(archive) => Ok(archive.run_state(run_id.as_str()).await?),
+        None => Ok(None),
+    }
+}
+
+/// The run as the page shows it: from the store while it holds any call of
+/// the run; otherwise from the archive, when one is configured and has the
+/// run.
+pub(crate) async fn read_run(
+    boundary: &ToolBoundary,
+    reader: Option<&ArchiveReader>,
+    run_id: &RunId,
+    budgets: &Budgets,
+) -> Result<RunView, LoadError> {
+    let view = RunView::load(boundary, run_id, budgets).await?;
+    if !view.calls.is_empty() {
+        return Ok(view);
+    }
+    let Some(archive) = archive_of(reader).await? else {
+        return Ok(view);
+    };
+    let calls = archive.calls(run_id.as_str()).await?;
+    let state = archive.run_state(run_id.as_str()).await?;
+    if calls.is_empty() && state.is_none() {
+        return Ok(view);
+    }
+    let calls = calls.into_iter().map(|stored| stored.call).collect();
+    RunView::archived(run_id, state, calls, budgets)
 }
 
 /// The run of `run`, when `principal` may see it: its owner, a reviewer,
@@ -133,15 +212,19 @@ async fn authorize(
             Refusal::Forbidden
         });
     };
-    let state_of_run = state
-        .boundary
-        .store()
-        .run_state(&run_id)
-        .await
-        .map_err(|_| Refusal::Unavailable)?;
     if reviewer {
+        // The store must answer, as for anyone else.
+        state
+            .boundary
+            .store()
+            .run_state(&run_id)
+            .await
+            .map_err(|_| Refusal::Unavailable)?;
         return Ok(run_id);
     }
+    // The owner is the store's, or once the store no longer holds the run,
+    // the archive's: the same refusal whether the run exists or not.
+    let state_of_run = run_state_of(&state.boundary, state.archive.as_deref(), &run_id).await?;
     let owner = state_of_run.as_ref().and_then(|s| s.owner.as_deref());
     match (owner, principal) {
         (Some(owner), Some(p)) if owner == p.name() => Ok(run_id),
@@ -150,9 +233,13 @@ async fn authorize(
 }
 
 async fn load(state: &ReviewState, run_id: &RunId) -> Result<RunView, Refusal> {
-    let view = RunView::load(&state.boundary, run_id, &state.budgets)
-        .await
-        .map_err(|_| Refusal::Unavailable)?;
+    let view = read_run(
+        &state.boundary,
+        state.archive.as_deref(),
+        run_id,
+        &state.budgets,
+    )
+    .await?;
     if view.exists() {
         Ok(view)
     } else {
@@ -188,8 +275,13 @@ async fn run_calls(
         .run_state(&run_id)
         .await
         .map_err(|_| Refusal::Unavailable)?;
-    if records.is_empty() && run_state.is_none() {
-        return Err(Refusal::NotFound);
+    if records.is_empty() {
+        if let Some(lines) = archived_lines(&state, &run_id).await? {
+            return Ok(jsonl(lines));
+        }
+        if run_state.is_none() {
+            return Err(Refusal::NotFound);
+        }
     }
     let run = run_json(run_state.as_ref());
     let mut body = String::new();
@@ -204,6 +296,61 @@ async fn run_calls(
     Ok(([(header::CONTENT_TYPE, "application/jsonl")], body).into_response())
 }
 
+/// The lines of `GET /runs/{run_id}/calls` of a run read from the archive:
+/// each call as the store's lines have it (without the raw response), with
+/// the archive's run state and `"source":"archive"`, as `aci inspect`
+/// marks what it read there. `None` when no archive is configured or it
+/// has no call of the run.
+async fn archived_lines(
+    state: &ReviewState,
+    run_id: &RunId,
+) -> Result<Option<Vec<Value>>, Refusal> {
+    let Some(archive) = archive_of(state.archive.as_deref()).await? else {
+        return Ok(None);
+    };
+    let unavailable = |_| Refusal::ArchiveUnavailable;
+    let calls = archive.calls(run_id.as_str()).await.map_err(unavailable)?;
+    if calls.is_empty() {
+        return Ok(None);
+    }
+    let run_state = archive
+        .run_state(run_id.as_str())
+        .await
+        .map_err(unavailable)?;
+    let run = run_json(run_state.as_ref());
+    calls
+        .iter()
+        .map(|stored| {
+            let record = stored.call.to_record().map_err(unavailable)?;
+            Ok(archived_json(
+                &record.select(RecordFields::WithoutRaw),
+                run.clone(),
+            ))
+        })
+        .collect::<Result<Vec<Value>, Refusal>>()
+        .map(Some)
+}
+
+/// A record read from the archive as the routes answer it: with its run
+/// and `"source":"archive"`.
+fn archived_json(record: &InvocationRecord, run: Value) -> Value {
+    let mut line = record_json(record);
+    if let Some(object) = line.as_object_mut() {
+        object.insert("run".to_owned(), run);
+        object.insert("source".to_owned(), json!("archive"));
+    }
+    line
+}
+
+fn jsonl(lines: Vec<Value>) -> Response {
+    let mut body = String::new();
+    for line in lines {
+        body.push_str(&line.to_string());
+        body.push('\n');
+    }
+    ([(header::CONTENT_TYPE, "application/jsonl")], body).into_response()
+}
+
 async fn one_call(
     State(state): State<Arc<ReviewState>>,
     principal: Option<Extension<Principal>>,
@@ -213,10 +360,15 @@ async fn one_call(
     let id = ToolCallId::new(id).map_err(|_| Refusal::NotFound)?;
     let store = state.boundary.store();
     let record = store
-        .get(&InvocationKey::new(run_id.clone(), id), RecordFields::All)
+        .get(
+            &InvocationKey::new(run_id.clone(), id.clone()),
+            RecordFields::All,
+        )
         .await
-        .map_err(|_| Refusal::Unavailable)?
-        .ok_or(Refusal::NotFound)?;
+        .map_err(|_| Refusal::Unavailable)?;
+    let Some(record) = record else {
+        return archived_call(&state, &run_id, &id).await;
+    };
     let run_state = store
         .run_state(&run_id)
         .await
@@ -224,6 +376,34 @@ async fn one_call(
     let mut body = record_json(&record);
     if let Some(object) = body.as_object_mut() {
         object.insert("run".to_owned(), run_json(run_state.as_ref()));
+    }
+    Ok(json_response(&body))
+}
+
+/// `GET /runs/{run_id}/calls/{tool_call_id}` of a call the store no longer
+/// holds: from the archive, its raw response as the raw policy kept it.
+async fn archived_call(
+    state: &ReviewState,
+    run_id: &RunId,
+    id: &ToolCallId,
+) -> Result<Response, Refusal> {
+    let Some(archive) = archive_of(state.archive.as_deref()).await? else {
+        return Err(Refusal::NotFound);
+    };
+    let unavailable = |_| Refusal::ArchiveUnavailable;
+    let calls = archive.calls(run_id.as_str()).await.map_err(unavailable)?;
+    let stored = calls
+        .iter()
+        .find(|stored| stored.call.tool_call_id == id.as_str())
+        .ok_or(Refusal::NotFound)?;
+    let record = stored.call.to_record().map_err(unavailable)?;
+    let run_state = archive
+        .run_state(run_id.as_str())
+        .await
+        .map_err(unavailable)?;
+    let mut body = archived_json(&record, run_json(run_state.as_ref()));
+    if let Some(object) = body.as_object_mut() {
+        object.insert("raw_mode".to_owned(), json!(stored.call.raw_mode));
     }
     Ok(json_response(&body))
 }
@@ -297,13 +477,27 @@ pub(crate) async fn report(store: &StoreArgs, run: &str, out: &Path) -> Result<E
     let run_id = RunId::new(run).map_err(|e| CliError::config(format!("invalid run id: {e}")))?;
     let config = load_config(store)?;
     let app = shared_app(store, "report").await?;
-    let view = RunView::load(&app.boundary, &run_id, &Budgets::of(&config))
-        .await
-        .map_err(|e| CliError::config(e.to_string()))?;
+    let reader = ArchiveReader::of(&config);
+    let view = read_run(
+        &app.boundary,
+        reader.as_ref(),
+        &run_id,
+        &Budgets::of(&config),
+    )
+    .await
+    .map_err(|e| CliError::config(e.to_string()))?;
     if !view.exists() {
+        let archive = if reader.is_some() {
+            ", in the store or the archive"
+        } else {
+            ""
+        };
         return Err(CliError::config(format!(
-            "run {run_id}: no records (unknown run, or its records expired)"
+            "run {run_id}: no records{archive} (unknown run, or its records expired)"
         )));
+    }
+    if view.source == Source::Archive {
+        eprintln!("aci: run {run_id} read from the archive");
     }
     let page = page::render(&view, Mode::Offline, None);
     std::fs::write(out, page)

@@ -1,6 +1,7 @@
-//! The view model of a run's review page: what the store holds of the run,
-//! arranged for people (a header, the calls in time order, per call both
-//! views and what the model did not get).
+//! The view model of a run's review page: what the store holds of the run
+//! (or, once it no longer does, the archive), arranged for people (a
+//! header, the calls in time order, per call both views and what the model
+//! did not get).
 
 use std::collections::BTreeMap;
 
@@ -9,6 +10,7 @@ use invocation_core::{
     CitationVerdict, InvocationRecord, NotCitable, RecordFields, RunState, StoreError, ToolBoundary,
 };
 use serde_json::Value;
+use store_archive::{ArchiveError, ArchivedCall};
 
 use crate::config::Config;
 
@@ -44,12 +46,23 @@ impl Budgets {
     }
 }
 
+/// Where the page read the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// The live invocation store.
+    Store,
+    /// The archive: the store no longer holds the run.
+    Archive,
+}
+
 /// Everything the page shows of one run.
 #[derive(Debug, Clone)]
 pub(crate) struct RunView {
     /// The run.
     pub(crate) run_id: RunId,
-    /// The run's state in the store, when it is still held.
+    /// Where it was read.
+    pub(crate) source: Source,
+    /// The run's state in the store (or the archive's `aci_runs`), when held.
     pub(crate) state: Option<RunState>,
     /// The run's call budget, when one is configured.
     pub(crate) budget: Option<u32>,
@@ -57,19 +70,37 @@ pub(crate) struct RunView {
     pub(crate) calls: Vec<CallView>,
     /// The verdict of each call's id under `aci verify`'s rules.
     pub(crate) verdicts: BTreeMap<String, CitationVerdict>,
+    /// The archived calls, when read from the archive (for the citation
+    /// check); empty otherwise.
+    pub(crate) archived: Vec<ArchivedCall>,
 }
 
 /// One call as the page shows it.
 #[derive(Debug, Clone)]
 pub(crate) struct CallView {
-    /// The record, with every payload (raw included).
+    /// The record, with every payload (raw included, as far as kept).
     pub(crate) record: InvocationRecord,
+    /// For an archived call, the raw policy it was archived with (`none`,
+    /// `redacted`, `full`).
+    pub(crate) raw_mode: Option<String>,
 }
 
 /// Why a run could not be read.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot read the run's journal: {0}")]
-pub(crate) struct LoadError(#[from] pub(crate) StoreError);
+pub(crate) enum LoadError {
+    /// The invocation store could not be read.
+    #[error("cannot read the run's journal: {0}")]
+    Store(#[from] StoreError),
+    /// The archive could not be read (or holds a row this build cannot).
+    #[error("cannot read the run from the archive: {0}")]
+    Archive(String),
+}
+
+impl From<ArchiveError> for LoadError {
+    fn from(error: ArchiveError) -> Self {
+        Self::Archive(error.to_string())
+    }
+}
 
 impl RunView {
     /// Reads `run_id` from the boundary's store.
@@ -100,17 +131,64 @@ impl RunView {
         let budget = budgets.for_owner(state.as_ref().and_then(|s| s.owner.as_deref()));
         Ok(Self {
             run_id: run_id.clone(),
+            source: Source::Store,
             state,
             budget,
             calls: records
                 .into_iter()
-                .map(|record| CallView { record })
+                .map(|record| CallView {
+                    record,
+                    raw_mode: None,
+                })
                 .collect(),
             verdicts,
+            archived: Vec::new(),
         })
     }
 
-    /// Whether the store holds anything of the run.
+    /// The view of `run_id` from its archived `calls` (in chain order) and
+    /// its archived `state`; each call's verdict by the archive's rules
+    /// ([`crate::archive::archived_verdict`]).
+    pub(crate) fn archived(
+        run_id: &RunId,
+        state: Option<RunState>,
+        calls: Vec<ArchivedCall>,
+        budgets: &Budgets,
+    ) -> Result<Self, LoadError> {
+        let mut views = calls
+            .iter()
+            .map(|call| {
+                Ok(CallView {
+                    record: call.to_record()?,
+                    raw_mode: Some(call.raw_mode.clone()),
+                })
+            })
+            .collect::<Result<Vec<CallView>, ArchiveError>>()?;
+        // Chain order is archive order; the page shows creation order (a
+        // stable sort keeps chain order within one millisecond).
+        views.sort_by_key(|c| c.record.created_at);
+        let verdicts = calls
+            .iter()
+            .map(|call| {
+                (
+                    call.tool_call_id.clone(),
+                    crate::archive::archived_verdict(call),
+                )
+            })
+            .collect();
+        let budget = budgets.for_owner(state.as_ref().and_then(|s| s.owner.as_deref()));
+        Ok(Self {
+            run_id: run_id.clone(),
+            source: Source::Archive,
+            state,
+            budget,
+            calls: views,
+            verdicts,
+            archived: calls,
+        })
+    }
+
+    /// Whether the store (or the archive) holds anything of the run.
     pub(crate) fn exists(&self) -> bool {
         self.state.is_some() || !self.calls.is_empty()
     }

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::citations::CitationReport;
 use super::json_view;
-use super::model::{CallView, Mark, Outcome, RunView};
+use super::model::{CallView, Mark, Outcome, RunView, Source};
 
 /// Where the page will be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,7 +142,12 @@ fn header(view: &RunView) -> Markup {
     let used = view.calls.len();
     html! {
         dl.facts id="run-header" {
-            dt { "Source" } dd { "the live store (records live for the configured record TTL)" }
+            dt { "Source" } dd id="source" data-source=(source_name(view.source)) {
+                @match view.source {
+                    Source::Store => "read from the live store (records live for the configured record TTL)",
+                    Source::Archive => "read from the archive: the store no longer holds the run (raw responses as the archive's raw policy kept them)",
+                }
+            }
             dt { "Owner" } dd id="owner" { (view.owner().unwrap_or("-")) }
             dt { "Started" } dd { (state.map_or_else(|| "-".to_owned(), |s| s.started_at.to_string())) }
             dt { "First call" } dd { (span.map_or_else(|| "-".to_owned(), |s| s.0.to_string())) }
@@ -159,6 +164,14 @@ fn header(view: &RunView) -> Markup {
                 @for (name, n) in view.count_by_outcome() { span { (name) " " (n) } " " }
             }
         }
+    }
+}
+
+/// The source's machine name (`data-source`).
+const fn source_name(source: Source) -> &'static str {
+    match source {
+        Source::Store => "store",
+        Source::Archive => "archive",
     }
 }
 
@@ -291,7 +304,10 @@ fn call_details(n: usize, call: &CallView) -> Markup {
                         }
                     }
                     section.raw-view {
-                        h3 { "Raw response (harness only)" }
+                        h3 {
+                            "Raw response (harness only)"
+                            @if let Some(mode) = &call.raw_mode { " \u{2014} as archived (" (mode) ")" }
+                        }
                         @match &raw {
                             Some(r) => pre.raw { (PreEscaped(json_view::render(r, observation.as_ref().filter(|_| call.error_code().is_none())))) },
                             None => p { "No raw response was kept." },
