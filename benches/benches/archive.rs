@@ -1,4 +1,4 @@
-//! `cargo xtask bench archive`: whether one archiver keeps up with the Redis
+//! `cargo xtask bench archive`: whether one `aci archive` keeps up with the Redis
 //! store's finalizations, against the finalize rate measured in the same run.
 //!
 //! Spawns its own `redis-server` on loopback (the store with its outbox on,
@@ -12,10 +12,12 @@
 //!    `InvocationStore` calls of the redis bench's baseline), each caller
 //!    starting a new run every 64 calls, `ACI_BENCH_RECORDS` records a
 //!    round (default 6,144);
-//! 2. the **archive throughput**: those records waiting in the outbox, one
-//!    `store_archive::Archiver` built as `aci archive` builds it (default
-//!    batching, raw redacted by the built-in rules) stepping until the
-//!    outbox is empty, into a fresh database; archive / finalize per round.
+//! 2. the **archive throughput**: those records waiting in the outbox, the
+//!    `store_archive::Archiver`s of one `aci archive` built as it builds
+//!    them (`store_archive::DEFAULT_WORKERS` at once, each its own consumer
+//!    and connection, default batching, raw redacted by the built-in rules)
+//!    stepping until the outbox is empty, into a fresh database; archive /
+//!    finalize per round.
 //!    The two cannot run in a rotated order (the archive needs the
 //!    finalized records), so each round measures both back to back;
 //!    `ACI_BENCH_ROUNDS` rounds (default 3), rates are medians, the ratio
@@ -24,7 +26,7 @@
 //!    runs on this machine) is printed beside the rates;
 //! 3. the **lag under steady load**: paced producers finalizing at half the
 //!    median finalize rate of 1 for `ACI_BENCH_LOAD_SECS` seconds (default
-//!    18) while one archiver steps (when a step takes nothing, it sleeps
+//!    18) while those archivers step (when a step takes nothing, it sleeps
 //!    `store_archive::DEFAULT_POLL_INTERVAL`, as `aci archive` does), then
 //!    drains for at most 30 s. A record's lag is the time of its
 //!    acknowledgement minus its `OutboxEntry::enqueued_at`, recorded by a
@@ -38,7 +40,7 @@
 //!    entry.
 //!
 //! It ends with what an idle archiver's look at the outbox costs over the
-//! keyspace the run left (the take scans it).
+//! keyspace the run left (an empty take scans it).
 //!
 //! The last line is machine-readable:
 //! `throughput_ratio=… lag_p50_s=… lag_p99_s=… lag_max_s=… unarchived=… bytes_per_call_pg=… bytes_per_record_redis=…`.
@@ -61,7 +63,9 @@ use invocation_core::{
     OutboxEntry, ReadyEvidence, ScopeFingerprint, StoreError, SystemClock,
 };
 use store_archive::testing::TestDatabase;
-use store_archive::{Archive, Archiver, DEFAULT_POLL_INTERVAL, DEFAULT_RECLAIM_AFTER, Step};
+use store_archive::{
+    Archive, Archiver, DEFAULT_POLL_INTERVAL, DEFAULT_RECLAIM_AFTER, DEFAULT_WORKERS, Step,
+};
 use store_redis::testing::{Admin, RedisServer, record_key, unique_id};
 use store_redis::{RedisConfig, RedisOutbox, RedisStore};
 
@@ -295,22 +299,26 @@ impl Outbox for LagOutbox {
     }
 }
 
-/// A fresh archive database, migrated, and an archiver over `outbox` into
-/// it, built as `aci archive` builds it (default batching and raw policy).
+/// A fresh archive database, migrated, and the archivers over `outbox`
+/// into it, built as `aci archive` builds them: `DEFAULT_WORKERS` of them,
+/// each its own consumer and connection (default batching and raw policy).
 async fn archiver(
     store: &RedisStore,
     outbox: Arc<dyn Outbox>,
-) -> Outcome<(TestDatabase, Archiver)> {
+) -> Outcome<(TestDatabase, Vec<Archiver>)> {
     let db = TestDatabase::create().await;
-    let archive = Archive::connect(db.url()).await?;
-    archive.migrate().await?;
-    let archiver = Archiver::new(
-        Arc::new(store.clone()),
-        outbox,
-        archive,
-        unique_id("archbench"),
-    );
-    Ok((db, archiver))
+    let mut archivers = Vec::new();
+    for _ in 0..DEFAULT_WORKERS {
+        let archive = Archive::connect(db.url()).await?;
+        archive.migrate().await?;
+        archivers.push(Archiver::new(
+            Arc::new(store.clone()),
+            Arc::clone(&outbox),
+            archive,
+            unique_id("archbench"),
+        ));
+    }
+    Ok((db, archivers))
 }
 
 fn add(total: &mut Step, step: Step) {
@@ -321,16 +329,25 @@ fn add(total: &mut Step, step: Step) {
     total.stale += step.stale;
 }
 
-/// Steps until a step takes nothing; what the steps did.
-async fn drain(archiver: &Archiver) -> Outcome<Step> {
-    let mut total = Step::default();
-    loop {
-        let step = archiver.step().await?;
-        add(&mut total, step);
-        if step.taken == 0 {
-            return Ok(total);
+/// Steps every archiver, all at once, each until a step takes nothing;
+/// what the steps did.
+async fn drain(archivers: &[Archiver]) -> Outcome<Step> {
+    let outcomes = futures::future::join_all(archivers.iter().map(|archiver| async move {
+        let mut total = Step::default();
+        loop {
+            let step = archiver.step().await?;
+            add(&mut total, step);
+            if step.taken == 0 {
+                return Ok::<_, store_archive::ArchiveError>(total);
+            }
         }
+    }))
+    .await;
+    let mut total = Step::default();
+    for outcome in outcomes {
+        add(&mut total, outcome?);
     }
+    Ok(total)
 }
 
 /// Fails unless the archiver archived exactly `expected` new calls.
@@ -638,7 +655,7 @@ async fn bench() -> Outcome<()> {
         ),
     );
     println!(
-        "archive, one archiver: {:>7.0} records/s (the outbox drained into a fresh database, batches of {}); CPU per record: {}",
+        "archive, one aci archive ({DEFAULT_WORKERS} workers): {:>7.0} records/s (the outbox drained into a fresh database, batches of {}); CPU per record: {}",
         median(|r| r.archive_rate),
         store_archive::DEFAULT_BATCH_SIZE,
         CpuPerRecord::describe(
@@ -660,7 +677,7 @@ async fn bench() -> Outcome<()> {
     let lag_s = |q: f64| percentile(&lag.lags_ms, q) as f64 / 1000.0;
     let (p50, p99, max) = (lag_s(0.5), lag_s(0.99), lag_s(1.0));
     println!(
-        "lag under load: {} records finalized in {} s ({:.0}/s, half the finalize rate asked), one archiver stepping beside (idle poll {} ms), {} archived: lag p50 {p50:.3} s, p99 {p99:.3} s, max {max:.3} s (goal p99 <= 2 s)",
+        "lag under load: {} records finalized in {} s ({:.0}/s, half the finalize rate asked), one aci archive ({DEFAULT_WORKERS} workers) stepping beside (idle poll {} ms), {} archived: lag p50 {p50:.3} s, p99 {p99:.3} s, max {max:.3} s (goal p99 <= 2 s)",
         lag.produced,
         load.as_secs(),
         lag.produced as f64 / load.as_secs_f64(),
@@ -724,34 +741,40 @@ async fn lag_under_load(
         inner: store.outbox(),
         lags_ms: Mutex::default(),
     });
-    let (_db, archiver) = archiver(store, Arc::clone(&outbox) as Arc<dyn Outbox>).await?;
+    let (_db, archivers) = archiver(store, Arc::clone(&outbox) as Arc<dyn Outbox>).await?;
     let finished = Arc::new(AtomicBool::new(false));
-    let stepping = {
-        let (archiver, finished) = (archiver.clone(), Arc::clone(&finished));
-        tokio::spawn(async move {
-            let mut total = Step::default();
-            let mut drain_started = None;
-            loop {
-                // Read before the step: a step that started after the last
-                // finalize and took nothing leaves nothing behind.
-                let load_over = finished.load(Ordering::Acquire);
-                let step = archiver.step().await?;
-                add(&mut total, step);
-                if load_over {
-                    let since = *drain_started.get_or_insert_with(Instant::now);
-                    if step.taken == 0 || since.elapsed() >= DRAIN_LIMIT {
-                        return Ok::<_, Box<dyn Error + Send + Sync>>(total);
+    let stepping: Vec<_> = archivers
+        .into_iter()
+        .map(|archiver| {
+            let finished = Arc::clone(&finished);
+            tokio::spawn(async move {
+                let mut total = Step::default();
+                let mut drain_started = None;
+                loop {
+                    // Read before the step: a step that started after the last
+                    // finalize and took nothing leaves nothing behind.
+                    let load_over = finished.load(Ordering::Acquire);
+                    let step = archiver.step().await?;
+                    add(&mut total, step);
+                    if load_over {
+                        let since = *drain_started.get_or_insert_with(Instant::now);
+                        if step.taken == 0 || since.elapsed() >= DRAIN_LIMIT {
+                            return Ok::<_, Box<dyn Error + Send + Sync>>(total);
+                        }
+                    }
+                    if step.taken == 0 {
+                        tokio::time::sleep(DEFAULT_POLL_INTERVAL).await;
                     }
                 }
-                if step.taken == 0 {
-                    tokio::time::sleep(DEFAULT_POLL_INTERVAL).await;
-                }
-            }
+            })
         })
-    };
+        .collect();
     let produced = finalize_paced(store, prebuilt, rate, load).await;
     finished.store(true, Ordering::Release);
-    let total = stepping.await??;
+    let mut total = Step::default();
+    for task in stepping {
+        add(&mut total, task.await??);
+    }
     let produced = produced?;
     let mut lags_ms = std::mem::take(
         &mut *outbox

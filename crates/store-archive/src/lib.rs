@@ -70,7 +70,7 @@ pub use schema::SCHEMA_VERSION;
 pub use seal::{CheckpointKey, KEY_NAME, ORIGIN};
 pub use settings::{
     ArchiveSettings, DEFAULT_BATCH_SIZE, DEFAULT_POLL_INTERVAL, DEFAULT_RECLAIM_AFTER,
-    DEFAULT_SEAL_IDLE,
+    DEFAULT_SEAL_IDLE, DEFAULT_WORKERS,
 };
 pub use verify::{Problem, StoredCall, Verdict};
 

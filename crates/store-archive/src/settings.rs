@@ -16,6 +16,11 @@ pub const DEFAULT_RECLAIM_AFTER: Duration = Duration::from_secs(60);
 /// default.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(500);
 
+/// Batches one `aci archive` process runs at once, by default: each its own
+/// outbox consumer and database connection, so that one batch's insert
+/// overlaps the next one's reads.
+pub const DEFAULT_WORKERS: usize = 2;
+
 /// How long a run must have had nothing archived before it is sealed, by
 /// default.
 pub const DEFAULT_SEAL_IDLE: Duration = Duration::from_secs(3600);
@@ -44,6 +49,9 @@ pub struct ArchiveSettings {
     pub signing_key_file: Option<PathBuf>,
     /// Outbox entries per batch (default [`DEFAULT_BATCH_SIZE`]).
     pub batch_size: Option<usize>,
+    /// Batches an `aci archive` process runs at once (default
+    /// [`DEFAULT_WORKERS`], at most 64).
+    pub workers: Option<usize>,
     /// Seconds before a killed archiver's entries are taken over (default
     /// [`DEFAULT_RECLAIM_AFTER`]).
     pub reclaim_after_secs: Option<u64>,
@@ -66,6 +74,7 @@ impl std::fmt::Debug for ArchiveSettings {
             .field("raw", &self.raw)
             .field("signing_key_file", &self.signing_key_file)
             .field("batch_size", &self.batch_size)
+            .field("workers", &self.workers)
             .field("reclaim_after_secs", &self.reclaim_after_secs)
             .field("poll_interval_ms", &self.poll_interval_ms)
             .field("seal_idle_secs", &self.seal_idle_secs)
@@ -84,6 +93,13 @@ impl ArchiveSettings {
     #[must_use]
     pub fn batch(&self) -> usize {
         self.batch_size.unwrap_or(DEFAULT_BATCH_SIZE).max(1)
+    }
+
+    /// The concurrent batches of one process (default [`DEFAULT_WORKERS`],
+    /// 1 to 64).
+    #[must_use]
+    pub fn workers(&self) -> usize {
+        self.workers.unwrap_or(DEFAULT_WORKERS).clamp(1, 64)
     }
 
     /// The reclaim time.

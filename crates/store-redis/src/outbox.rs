@@ -64,6 +64,9 @@ const STREAMS_REFRESH: Duration = Duration::from_secs(1);
 /// (they become claimable only after the reclaim time anyway).
 const RECLAIM_EVERY_MAX: Duration = Duration::from_secs(5);
 
+/// The streams a scan found, and when.
+type Scanned = Option<(Instant, Vec<String>)>;
+
 /// The outbox of a [`RedisStore`]: see the module docs.
 #[derive(Clone)]
 pub struct RedisOutbox {
@@ -74,7 +77,7 @@ pub struct RedisOutbox {
     /// stream does not starve the others.
     rotation: Arc<AtomicUsize>,
     /// The streams found by the last scan, and when.
-    known: Arc<Mutex<Option<(Instant, Vec<String>)>>>,
+    known: Arc<Mutex<Scanned>>,
     /// When each stream's pending entries were last reclaimed.
     reclaimed: Arc<Mutex<HashMap<String, Instant>>>,
 }

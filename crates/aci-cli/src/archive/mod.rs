@@ -95,6 +95,7 @@ pub(crate) async fn local(
         key,
         metrics,
         refreshed_at: std::sync::Mutex::new(None),
+        housekeeper: true,
     })))
 }
 
@@ -198,28 +199,53 @@ pub(crate) async fn run(
     let store = RedisStore::new(redis).map_err(redis_error)?;
     store.ping().await.map_err(redis_error)?;
     let connections = Connections::open(settings).await?;
-    let consumer = format!(
-        "aci-{}-{}",
-        std::process::id(),
-        uuid::Uuid::new_v4().simple()
-    );
-    let archiver = Archiver::new(
-        Arc::new(store.clone()),
-        Arc::new(store.outbox()),
-        connections.rows.clone(),
-        consumer,
-    )
-    .raw(settings.raw_policy(), config.redactor()?)
-    .batching(settings.batch(), settings.reclaim_after());
-    let pump = Pump {
-        archiver,
-        connections,
-        settings: settings.clone(),
-        key,
-        metrics,
-        refreshed_at: std::sync::Mutex::new(None),
-    };
-    let total = pump.run(stop_signal(), once).await?;
+    // `workers` loops, each its own consumer and connection: one batch's
+    // insert overlaps the next one's reads. The first also seals and keeps
+    // the partitions.
+    let redactor = config.redactor()?;
+    let mut pumps = Vec::with_capacity(settings.workers());
+    for worker in 0..settings.workers() {
+        let rows = if worker == 0 {
+            connections.rows.clone()
+        } else {
+            Archive::connect(settings.url.as_deref().unwrap_or_default())
+                .await
+                .map_err(archive_error)?
+        };
+        let consumer = format!(
+            "aci-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        );
+        let archiver = Archiver::new(
+            Arc::new(store.clone()),
+            Arc::new(store.outbox()),
+            rows.clone(),
+            consumer,
+        )
+        .raw(settings.raw_policy(), Arc::clone(&redactor))
+        .batching(settings.batch(), settings.reclaim_after());
+        pumps.push(Pump {
+            archiver,
+            connections: Connections {
+                rows,
+                admin: connections.admin.clone(),
+            },
+            settings: settings.clone(),
+            key: key.clone(),
+            metrics: metrics.clone(),
+            refreshed_at: std::sync::Mutex::new(None),
+            housekeeper: worker == 0,
+        });
+    }
+    let stop = stop_signal();
+    let totals =
+        futures::future::join_all(pumps.iter().map(|pump| pump.run(stop.clone(), once))).await;
+    let mut total = store_archive::Step::default();
+    for outcome in totals {
+        pump::add(&mut total, outcome?);
+    }
+    let pump = &pumps[0];
     let backlog = pump
         .archiver
         .outbox()

@@ -141,6 +141,9 @@ pub(crate) struct Pump {
     pub(crate) metrics: ArchiveMetrics,
     /// When the gauges were last read.
     pub(crate) refreshed_at: Mutex<Option<Instant>>,
+    /// Whether this loop also seals runs and keeps the partitions (one
+    /// loop of a process does).
+    pub(crate) housekeeper: bool,
 }
 
 impl Pump {
@@ -154,12 +157,14 @@ impl Pump {
         once: bool,
     ) -> Result<Step, CliError> {
         let mut total = Step::default();
-        self.housekeeping().await;
+        if self.housekeeper {
+            self.housekeeping().await;
+        }
         let mut housekept_at = Instant::now();
         let mut sealed_at: Option<Instant> = None;
         let mut failures = 0_u32;
         while !*stop.borrow() {
-            if housekept_at.elapsed() >= HOUSEKEEPING_EVERY {
+            if self.housekeeper && housekept_at.elapsed() >= HOUSEKEEPING_EVERY {
                 self.housekeeping().await;
                 housekept_at = Instant::now();
             }
@@ -173,7 +178,7 @@ impl Pump {
                     if once {
                         break;
                     }
-                    if sealed_at.is_none_or(|at| at.elapsed() >= SEAL_EVERY) {
+                    if self.housekeeper && sealed_at.is_none_or(|at| at.elapsed() >= SEAL_EVERY) {
                         self.seal().await;
                         sealed_at = Some(Instant::now());
                     }
@@ -197,7 +202,7 @@ impl Pump {
                 _ = stop.changed() => {}
             }
         }
-        if once {
+        if once && self.housekeeper {
             self.seal().await;
         }
         Ok(total)
@@ -335,7 +340,7 @@ impl std::fmt::Display for StepFailed {
     }
 }
 
-fn add(total: &mut Step, step: Step) {
+pub(crate) fn add(total: &mut Step, step: Step) {
     total.taken += step.taken;
     total.archived += step.archived;
     total.duplicates += step.duplicates;
