@@ -19,7 +19,7 @@ pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(500);
 /// Batches one `aci archive` process runs at once, by default: each its own
 /// outbox consumer and database connection, so that one batch's insert
 /// overlaps the next one's reads.
-pub const DEFAULT_WORKERS: usize = 2;
+pub const DEFAULT_WORKERS: usize = 4;
 
 /// How long a run must have had nothing archived before it is sealed, by
 /// default.

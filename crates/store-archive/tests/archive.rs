@@ -424,3 +424,45 @@ async fn sealed_runs_detect_deleted_and_appended_rows() {
         Verdict::Intact { sealed: true, .. }
     ));
 }
+
+/// Migration 2: the payload columns of the calls and of a month partition
+/// made after it are compressed with lz4 where the server has it;
+/// migrating again changes nothing.
+#[tokio::test]
+async fn payload_columns_are_compressed_with_lz4_where_the_server_has_it() {
+    let db = TestDatabase::create().await;
+    let archive = archive(&db).await;
+    let run = fresh_run_id();
+    archive
+        .insert(&[input(&final_record(&run, "a", NOW), RawPolicy::Full)])
+        .await
+        .unwrap();
+    archive.migrate().await.unwrap();
+    let sql = db.client().await;
+    let has_lz4: bool = sql
+        .query_one(
+            "SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let rows = sql
+        .query(
+            "SELECT a.attrelid::regclass::text, a.attname, a.attcompression::text
+             FROM pg_attribute a
+             WHERE a.attrelid IN ('aci_calls'::regclass, 'aci_calls_202612'::regclass)
+               AND a.attname IN ('request', 'scope', 'result', 'raw')",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 8);
+    for row in &rows {
+        let (table, column, method): (String, String, String) =
+            (row.get(0), row.get(1), row.get(2));
+        let expected = if has_lz4 { "l" } else { "" };
+        assert_eq!(method, expected, "{table}.{column}");
+    }
+    assert_eq!(archive.calls(run.as_str()).await.unwrap().len(), 1);
+}
