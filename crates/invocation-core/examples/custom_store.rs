@@ -69,6 +69,20 @@ impl<S: InvocationStore> InvocationStore for CountingStore<S> {
         count(&self.calls.run_state);
         self.inner.run_state(run_id).await
     }
+    async fn note_refusal(
+        &self,
+        run_id: &RunId,
+        principal: Option<&str>,
+        refusal: &invocation_core::Refusal,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        self.inner
+            .note_refusal(run_id, principal, refusal, ttl)
+            .await
+    }
+    async fn refusals(&self, run_id: &RunId) -> Result<Vec<invocation_core::Refusal>, StoreError> {
+        self.inner.refusals(run_id).await
+    }
 
     async fn finalize(
         &self,

@@ -73,8 +73,9 @@ pub use outbox::{Backlog, Outbox, OutboxEntry};
 pub use port::{PortCall, PortExecutor};
 pub use port_error::PortError;
 pub use record::{
-    Budgets, Created, FinalFields, Finalization, InvocationKey, InvocationRecord, NewInvocation,
-    PhaseTimings, ReadyEvidence, RecordFields, RunState, RunTerms, SameScope,
+    Budgets, Created, FinalFields, Finalization, InvocationKey, InvocationRecord, MAX_REFUSALS,
+    NewInvocation, PhaseTimings, ReadyEvidence, RecordFields, Refusal, RunState, RunTerms,
+    SameScope,
 };
 pub use store::{BoxError, InvocationStore, ScopeIndex, Settled, StoreError, Unsettled};
 pub use tool::SourceError;

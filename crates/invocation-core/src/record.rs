@@ -82,6 +82,60 @@ pub struct RunTerms {
     pub owner: Option<String>,
 }
 
+/// A call refused before it had a record (by preflight, or by the store at
+/// create: a duplicate id, an exhausted budget), as kept for people
+/// reviewing the run ([`InvocationStore::note_refusal`]): what was asked and
+/// why it was refused, never its arguments.
+///
+/// [`InvocationStore::note_refusal`]: crate::InvocationStore::note_refusal
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The framework's id, when it was a valid one.
+    pub tool_call_id: Option<ToolCallId>,
+    /// The tool, when it is one the boundary has.
+    pub tool_name: Option<String>,
+    /// Why.
+    pub error_code: ErrorCode,
+    /// When (the refusing boundary's clock).
+    pub at: Timestamp,
+}
+
+/// At most this many refusals are kept per run (the oldest go first).
+pub const MAX_REFUSALS: usize = 256;
+
+impl Refusal {
+    /// Its compact JSON form, as the stores keep it.
+    #[must_use]
+    pub fn to_json(&self) -> String {
+        serde_json::json!({
+            "tool_call_id": self.tool_call_id.as_ref().map(ToolCallId::as_str),
+            "tool_name": self.tool_name,
+            "error_code": self.error_code.as_str(),
+            "at_ms": self.at.unix_millis(),
+        })
+        .to_string()
+    }
+
+    /// Reads [`to_json`](Self::to_json)'s form back; `None` for anything
+    /// else.
+    #[must_use]
+    pub fn from_json(text: &str) -> Option<Self> {
+        let value: serde_json::Value = serde_json::from_str(text).ok()?;
+        Some(Self {
+            tool_call_id: match value.get("tool_call_id")? {
+                serde_json::Value::Null => None,
+                id => Some(ToolCallId::new(id.as_str()?).ok()?),
+            },
+            tool_name: match value.get("tool_name")? {
+                serde_json::Value::Null => None,
+                name => Some(name.as_str()?.to_owned()),
+            },
+            error_code: ErrorCode::parse(value.get("error_code")?.as_str()?)?,
+            at: Timestamp::from_unix_millis(value.get("at_ms")?.as_i64()?),
+        })
+    }
+}
+
 /// A run's state as the store holds it: set atomically by the run's first
 /// create, with the record TTL.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,8 +7,8 @@ use aci_contracts::{ErrorCode, InvocationStatus, RunId, Timestamp, ToolCallId};
 use async_trait::async_trait;
 
 use crate::{
-    Created, Finalization, InvocationKey, InvocationRecord, NewInvocation, RecordFields, RunState,
-    ScopeFingerprint,
+    Created, Finalization, InvocationKey, InvocationRecord, NewInvocation, RecordFields, Refusal,
+    RunState, ScopeFingerprint,
 };
 
 /// A call whose create or finalize got no answer: what [`InvocationStore::settle`]
@@ -150,6 +150,33 @@ pub trait InvocationStore: Send + Sync + Debug + 'static {
     /// # Errors
     /// - [`StoreError::Unavailable`], [`StoreError::Corrupt`].
     async fn run_state(&self, run_id: &RunId) -> Result<Option<RunState>, StoreError>;
+
+    /// Notes a call of `run_id` refused before it had a record, for people
+    /// reviewing the run (the review page's marks).
+    ///
+    /// # Behavior
+    /// - Dropped, silently, when the run has an owner other than
+    ///   `principal`: nobody writes into another principal's run.
+    /// - Kept in the order noted, at most [`MAX_REFUSALS`](crate::MAX_REFUSALS)
+    ///   per run (the oldest go first), until `ttl` after the last one noted.
+    /// - Nothing else of the run changes (no state, budget or record).
+    ///
+    /// # Errors
+    /// - [`StoreError::Unavailable`].
+    async fn note_refusal(
+        &self,
+        run_id: &RunId,
+        principal: Option<&str>,
+        refusal: &Refusal,
+        ttl: Duration,
+    ) -> Result<(), StoreError>;
+
+    /// The refusals noted for `run_id`, oldest first (empty when none, or
+    /// expired).
+    ///
+    /// # Errors
+    /// - [`StoreError::Unavailable`], [`StoreError::Corrupt`].
+    async fn refusals(&self, run_id: &RunId) -> Result<Vec<Refusal>, StoreError>;
 
     /// Moves a `PROJECTING` record to `READY` or `ERROR`, exactly once.
     ///

@@ -28,8 +28,8 @@ use async_trait::async_trait;
 use invocation_core::clock::{add, between};
 use invocation_core::{
     Backlog, Clock, Created, Finalization, InvocationKey, InvocationRecord, InvocationStore,
-    NewInvocation, Outbox, OutboxEntry, RecordFields, RunState, SameScope, ScopeFingerprint,
-    ScopeIndex, Settled, StoreError, SystemClock, Unsettled,
+    MAX_REFUSALS, NewInvocation, Outbox, OutboxEntry, RecordFields, Refusal, RunState, SameScope,
+    ScopeFingerprint, ScopeIndex, Settled, StoreError, SystemClock, Unsettled,
 };
 
 /// Creations between two sweeps of expired records.
@@ -91,6 +91,9 @@ struct Run {
     first: HashMap<ScopeFingerprint, ToolCallId>,
     first_ready: HashMap<ScopeFingerprint, ToolCallId>,
     claims: HashMap<ScopeFingerprint, ToolCallId>,
+    /// Calls refused before they had a record, oldest first, and when they
+    /// expire (the last note's TTL).
+    refusals: Option<(std::collections::VecDeque<Refusal>, Timestamp)>,
 }
 
 #[derive(Debug)]
@@ -181,12 +184,22 @@ fn purge(state: &mut State, now: Timestamp) {
         {
             run.state = None;
         }
+        if run
+            .refusals
+            .as_ref()
+            .is_some_and(|(_, expires_at)| *expires_at <= now)
+        {
+            run.refusals = None;
+        }
         if run.records.is_empty() {
             run.first.clear();
             run.first_ready.clear();
             run.claims.clear();
         }
-        !run.records.is_empty() || run.counters.is_some() || run.state.is_some()
+        !run.records.is_empty()
+            || run.counters.is_some()
+            || run.state.is_some()
+            || run.refusals.is_some()
     });
     state.creates_since_sweep = 0;
 }
@@ -406,6 +419,49 @@ impl InvocationStore for MemoryStore {
                 Ok(Settled::Tombstoned)
             }
         }
+    }
+
+    async fn note_refusal(
+        &self,
+        run_id: &RunId,
+        principal: Option<&str>,
+        refusal: &Refusal,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        let now = self.clock.now();
+        let mut state = self.lock();
+        let run = state.runs.entry(run_id.clone()).or_default();
+        if let Some(owner) = run.live_state(now).and_then(|s| s.owner.as_deref())
+            && Some(owner) != principal
+        {
+            return Ok(());
+        }
+        let expires_at = add(now, ttl);
+        let (list, expiry) = match &mut run.refusals {
+            Some((list, expiry)) if *expiry > now => (list, expiry),
+            slot => {
+                let fresh = slot.insert((std::collections::VecDeque::new(), expires_at));
+                (&mut fresh.0, &mut fresh.1)
+            }
+        };
+        list.push_back(refusal.clone());
+        while list.len() > MAX_REFUSALS {
+            list.pop_front();
+        }
+        *expiry = expires_at;
+        Ok(())
+    }
+
+    async fn refusals(&self, run_id: &RunId) -> Result<Vec<Refusal>, StoreError> {
+        let now = self.clock.now();
+        let state = self.lock();
+        Ok(state
+            .runs
+            .get(run_id)
+            .and_then(|run| run.refusals.as_ref())
+            .filter(|(_, expires_at)| *expires_at > now)
+            .map(|(list, _)| list.iter().cloned().collect())
+            .unwrap_or_default())
     }
 
     async fn run_state(&self, run_id: &RunId) -> Result<Option<RunState>, StoreError> {

@@ -310,6 +310,28 @@ fn outcome(cmd: &mut Cmd, scratch: &mut Scratch, finalization: &Finalization) {
 /// field/value pairs.
 // One parameter per part of the script's contract, as `create` and `finalize`.
 #[allow(clippy::too_many_arguments)]
+/// The `note_refusal` call: see `scripts::NOTE_REFUSAL_SOURCE`.
+pub(crate) fn note_refusal(
+    script: &LuaScript,
+    invoke: Invoke,
+    keys: [&str; 2],
+    principal: &str,
+    refusal_json: &str,
+    ttl_ms: u64,
+    most: usize,
+) -> Cmd {
+    let mut cmd = head(script, invoke, 9, refusal_json.len() + 256);
+    cmd.write_arg(b"2");
+    for key in keys {
+        cmd.write_arg(key.as_bytes());
+    }
+    cmd.write_arg(principal.as_bytes());
+    cmd.write_arg(refusal_json.as_bytes());
+    cmd.write_arg(ttl_ms.to_string().as_bytes());
+    cmd.write_arg(most.to_string().as_bytes());
+    cmd
+}
+
 pub(crate) fn settle(
     script: &LuaScript,
     invoke: Invoke,

@@ -8,6 +8,7 @@
 //! | `<prefix>:{<run_id>}:budget` | hash | `run` and `tool:<name>` counters |
 //! | `<prefix>:{<run_id>}:index` | list | tool call ids in creation order |
 //! | `<prefix>:{<run_id>}:scopes` | hash | `<fp>:first`, `<fp>:first_ready`, `<fp>:claim` |
+//! | `<prefix>:{<run_id>}:refusals` | list | calls refused before they had a record (JSON), at most 256 |
 //! | `<prefix>:outbox:{<tag>}` | stream | finalized records waiting for the archive |
 //!
 //! The outbox streams are the one exception to "the tag is the run id": there
@@ -51,6 +52,10 @@ impl Keys {
 
     pub(crate) fn index(&self, run_id: &RunId) -> String {
         run(&self.prefix, run_id, INDEX).to_string()
+    }
+
+    pub(crate) fn refusals(&self, run_id: &RunId) -> String {
+        run(&self.prefix, run_id, REFUSALS).to_string()
     }
 
     pub(crate) fn scopes(&self, run_id: &RunId) -> String {
@@ -134,6 +139,7 @@ pub(crate) const RECORD: &str = "inv:";
 pub(crate) const BUDGET: &str = "budget";
 pub(crate) const INDEX: &str = "index";
 pub(crate) const SCOPES: &str = "scopes";
+pub(crate) const REFUSALS: &str = "refusals";
 
 /// The per-run keys besides records, in this order: the budget (run) hash,
 /// the index list, the scopes hash.

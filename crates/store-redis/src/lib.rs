@@ -136,9 +136,9 @@ use std::time::Duration;
 use aci_contracts::{ErrorCode, InvocationStatus, RunId, Timestamp, ToolCallId};
 use async_trait::async_trait;
 use invocation_core::{
-    Created, Finalization, InvocationKey, InvocationRecord, InvocationStore, NewInvocation,
-    RecordFields, RunState, SameScope, ScopeFingerprint, ScopeIndex, Settled, StoreError,
-    Unsettled,
+    Created, Finalization, InvocationKey, InvocationRecord, InvocationStore, MAX_REFUSALS,
+    NewInvocation, RecordFields, Refusal, RunState, SameScope, ScopeFingerprint, ScopeIndex,
+    Settled, StoreError, Unsettled,
 };
 use redis::cluster::ClusterClientBuilder;
 use redis::io::tcp::TcpSettings;
@@ -159,7 +159,7 @@ use codec::corrupt;
 use config::Nodes;
 use keys::Keys;
 use pool::{Link, Pool, Target};
-use scripts::{CREATE, FINALIZE, SETTLE};
+use scripts::{CREATE, FINALIZE, NOTE_REFUSAL, SETTLE};
 
 /// Longest TTL written, in milliseconds (about 285,000 years): keeps every
 /// TTL exact as a Lua number and inside Redis's expiry range.
@@ -522,6 +522,43 @@ impl InvocationStore for RedisStore {
             ["CORRUPT"] => Err(corrupt("status")),
             _ => Err(corrupt("finalize reply")),
         }
+    }
+
+    async fn note_refusal(
+        &self,
+        run_id: &RunId,
+        principal: Option<&str>,
+        refusal: &Refusal,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        let (run, list) = (inner.keys.budget(run_id), inner.keys.refusals(run_id));
+        let json = refusal.to_json();
+        let ttl = ttl_millis(ttl);
+        inner
+            .eval("note_refusal", |invoke| {
+                calls::note_refusal(
+                    &NOTE_REFUSAL,
+                    invoke,
+                    [&run, &list],
+                    principal.unwrap_or(""),
+                    &json,
+                    ttl,
+                    MAX_REFUSALS,
+                )
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn refusals(&self, run_id: &RunId) -> Result<Vec<Refusal>, StoreError> {
+        let mut cmd = redis::cmd("LRANGE");
+        cmd.arg(self.inner.keys.refusals(run_id)).arg(0).arg(-1);
+        let items: Vec<String> = self.inner.query("refusals", &cmd).await?;
+        items
+            .iter()
+            .map(|item| Refusal::from_json(item).ok_or_else(|| corrupt("refusal").into()))
+            .collect()
     }
 
     async fn settle(

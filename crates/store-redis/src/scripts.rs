@@ -1,4 +1,5 @@
-//! The two Lua scripts: one round trip each for create and finalize.
+//! The Lua scripts: one round trip each for create, finalize, settle and
+//! noting a refusal.
 //!
 //! Both are sent as `EVALSHA` with every key in `KEYS` (all of them carry the
 //! run's hash tag, so Redis Cluster runs them on one node). When the server
@@ -141,6 +142,23 @@ end
 return {'TOMBSTONED'}
 ";
 
+/// `note_refusal`: KEYS = run (state) hash, refusals list. ARGV =
+/// principal (or empty), the refusal's JSON, ttl ms, the most kept.
+///
+/// Drops the note (returns 0) when the run has a state whose owner is not
+/// the principal (no owner and no principal are equal); else appends it,
+/// keeps the newest ARGV[4], sets the list's TTL and returns 1.
+pub(crate) const NOTE_REFUSAL_SOURCE: &str = r"
+local ttl = tonumber(ARGV[3])
+if not ttl or ttl <= 0 then return 0 end
+local run = redis.call('HMGET', KEYS[1], 'started_at', 'owner')
+if run[1] and (run[2] or '') ~= ARGV[1] then return 0 end
+redis.call('RPUSH', KEYS[2], ARGV[2])
+redis.call('LTRIM', KEYS[2], -tonumber(ARGV[4]), -1)
+redis.call('PEXPIRE', KEYS[2], ttl)
+return 1
+";
+
 /// A script's source and SHA1 (computed by `redis::Script`).
 #[derive(Debug)]
 pub(crate) struct LuaScript {
@@ -160,13 +178,15 @@ impl LuaScript {
 pub(crate) static CREATE: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(CREATE_SOURCE));
 pub(crate) static FINALIZE: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(FINALIZE_SOURCE));
 pub(crate) static SETTLE: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(SETTLE_SOURCE));
+pub(crate) static NOTE_REFUSAL: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(NOTE_REFUSAL_SOURCE));
 
 /// Commands the scripts run inside Redis. `INFO commandstats` counts these
 /// too; they are not round trips.
 #[cfg(any(test, feature = "testing"))]
 pub(crate) const SCRIPT_INTERNAL_COMMANDS: &[&str] = &[
     "exists", "hget", "hmget", "hset", "pexpire", "hincrby", "pttl", "rpush", "hsetnx", "hdel",
-    "xadd",
+    "xadd", "ltrim",
 ];
 
 #[cfg(test)]
@@ -191,7 +211,12 @@ mod tests {
             .map(|c| (*c).to_owned())
             .collect();
         assert_eq!(
-            calls(&[CREATE_SOURCE, FINALIZE_SOURCE, SETTLE_SOURCE]),
+            calls(&[
+                CREATE_SOURCE,
+                FINALIZE_SOURCE,
+                SETTLE_SOURCE,
+                NOTE_REFUSAL_SOURCE
+            ]),
             listed
         );
     }

@@ -440,11 +440,17 @@ impl ToolBoundary {
         trail.timings.preflight = preflight_started.elapsed();
         let admitted = match admitted {
             Ok(admitted) => admitted,
-            Err(code) => return trail.error(code),
+            Err(code) => {
+                self.note_refusal(&trail, code).await;
+                return trail.error(code);
+            }
         };
         let call = match self.create(ctx, admitted, &mut trail).await {
             Ok(call) => call,
-            Err(code) => return trail.error(code),
+            Err(code) => {
+                self.note_refusal(&trail, code).await;
+                return trail.error(code);
+            }
         };
         let decision = match self.replay(ctx, &call).await {
             Some(decision) => decision,
@@ -454,6 +460,47 @@ impl ToolBoundary {
             }
         };
         self.conclude(trail, call, decision, span).await
+    }
+}
+
+impl ToolBoundary {
+    /// Notes a call refused before it had a record in its run, for people
+    /// reviewing the run: not a refusal that says the caller may not write
+    /// into this run (another run, not authorized or not the owner's), nor
+    /// one the store could not take; the store drops it for a run another
+    /// principal owns. Best effort: a failure is logged, and the answer is
+    /// the same.
+    async fn note_refusal(&self, trail: &Trail<'_>, code: ErrorCode) {
+        if matches!(
+            code,
+            ErrorCode::RunMismatch | ErrorCode::Unauthorized | ErrorCode::StoreUnavailable
+        ) {
+            return;
+        }
+        let ctx = trail.ctx;
+        let refusal = crate::Refusal {
+            tool_call_id: trail.tool_call_id.clone(),
+            tool_name: self
+                .inner
+                .tools
+                .contains_key(&trail.tool_name)
+                .then(|| trail.tool_name.clone()),
+            error_code: code,
+            at: self.inner.clock.now(),
+        };
+        if let Err(error) = self
+            .inner
+            .store
+            .note_refusal(
+                &ctx.run_id,
+                ctx.principal.as_deref(),
+                &refusal,
+                self.inner.limits.record_ttl,
+            )
+            .await
+        {
+            log_store_error("note_refusal", &error);
+        }
     }
 }
 

@@ -159,6 +159,7 @@ macro_rules! store_conformance_tests {
             first_create_sets_the_run_state,
             run_deadline_refuses_later_creates,
             run_owner_refuses_other_principals,
+            refusals_are_noted_for_the_runs_owner_only,
             zero_ttl_is_refused,
             settle_finalizes_only_its_own_attempt,
             settle_of_a_missing_record_leaves_a_tombstone,

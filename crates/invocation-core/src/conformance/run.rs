@@ -160,6 +160,100 @@ pub async fn run_owner_refuses_other_principals(h: &dyn StoreHarness) {
     ));
 }
 
+/// Refusals are noted in order, kept up to the cap (the oldest dropped),
+/// dropped when the run belongs to another principal, and expire with their
+/// TTL; noting one changes nothing else of the run.
+pub async fn refusals_are_noted_for_the_runs_owner_only(h: &dyn StoreHarness) {
+    use crate::{MAX_REFUSALS, Refusal};
+    use aci_contracts::{ErrorCode, ToolCallId};
+    let store = h.store();
+    let clock = h.clock();
+    let ttl = Duration::from_secs(3600);
+    let at = clock.now();
+    let refusal = |n: usize, code: ErrorCode| Refusal {
+        tool_call_id: Some(ToolCallId::new(format!("r{n}")).unwrap()),
+        tool_name: (n % 2 == 0).then(|| "tool_a".to_owned()),
+        error_code: code,
+        at,
+    };
+
+    // A run nobody created yet: noted, and the run still has no state.
+    let fresh = fresh_run_id();
+    store
+        .note_refusal(
+            &fresh,
+            Some("alice"),
+            &refusal(0, ErrorCode::InvalidInput),
+            ttl,
+        )
+        .await
+        .unwrap();
+    assert_eq!(store.run_state(&fresh).await.unwrap(), None);
+    assert_eq!(
+        store.refusals(&fresh).await.unwrap(),
+        [refusal(0, ErrorCode::InvalidInput)]
+    );
+
+    // An owned run: its owner's notes are kept in order; another
+    // principal's, or one without a principal, are dropped.
+    let owned = fresh_run_id();
+    let mut first = new_invocation(clock.as_ref(), &owned, "c1", "tool_a", "one");
+    first.run.owner = Some("alice".to_owned());
+    store.create(first).await.unwrap();
+    let noted = [
+        refusal(1, ErrorCode::DuplicateToolCall),
+        refusal(2, ErrorCode::RunBudgetExhausted),
+    ];
+    for one in &noted {
+        store
+            .note_refusal(&owned, Some("alice"), one, ttl)
+            .await
+            .unwrap();
+    }
+    for principal in [Some("bob"), None] {
+        store
+            .note_refusal(&owned, principal, &refusal(9, ErrorCode::InvalidInput), ttl)
+            .await
+            .unwrap();
+    }
+    assert_eq!(store.refusals(&owned).await.unwrap(), noted);
+    assert_eq!(
+        store
+            .list(&owned, RecordFields::Metadata)
+            .await
+            .unwrap()
+            .len(),
+        1,
+        "no record was made"
+    );
+
+    // The cap: the newest MAX_REFUSALS stay.
+    let capped = fresh_run_id();
+    for n in 0..MAX_REFUSALS + 3 {
+        store
+            .note_refusal(&capped, None, &refusal(n, ErrorCode::InvalidInput), ttl)
+            .await
+            .unwrap();
+    }
+    let kept = store.refusals(&capped).await.unwrap();
+    assert_eq!(kept.len(), MAX_REFUSALS);
+    assert_eq!(kept[0], refusal(3, ErrorCode::InvalidInput));
+
+    // They expire with their TTL.
+    let short = fresh_run_id();
+    store
+        .note_refusal(
+            &short,
+            None,
+            &refusal(0, ErrorCode::InvalidInput),
+            h.short_ttl(),
+        )
+        .await
+        .unwrap();
+    h.advance(h.short_ttl() + Duration::from_millis(50)).await;
+    assert!(store.refusals(&short).await.unwrap().is_empty());
+}
+
 /// A zero TTL is refused: it would delete the record as it is written.
 pub async fn zero_ttl_is_refused(h: &dyn StoreHarness) {
     let store = h.store();

@@ -227,6 +227,20 @@ impl<S: InvocationStore> InvocationStore for FaultyStore<S> {
     async fn run_state(&self, run_id: &RunId) -> Result<Option<RunState>, StoreError> {
         self.inner.run_state(run_id).await
     }
+    async fn note_refusal(
+        &self,
+        run_id: &RunId,
+        principal: Option<&str>,
+        refusal: &crate::Refusal,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        self.inner
+            .note_refusal(run_id, principal, refusal, ttl)
+            .await
+    }
+    async fn refusals(&self, run_id: &RunId) -> Result<Vec<crate::Refusal>, StoreError> {
+        self.inner.refusals(run_id).await
+    }
     async fn get(
         &self,
         key: &InvocationKey,
