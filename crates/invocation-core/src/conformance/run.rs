@@ -172,7 +172,7 @@ pub async fn refusals_are_noted_for_the_runs_owner_only(h: &dyn StoreHarness) {
     let at = clock.now();
     let refusal = |n: usize, code: ErrorCode| Refusal {
         tool_call_id: Some(ToolCallId::new(format!("r{n}")).unwrap()),
-        tool_name: (n % 2 == 0).then(|| "tool_a".to_owned()),
+        tool_name: n.is_multiple_of(2).then(|| "tool_a".to_owned()),
         error_code: code,
         at,
     };
