@@ -304,12 +304,6 @@ fn outcome(cmd: &mut Cmd, scratch: &mut Scratch, finalization: &Finalization) {
     }
 }
 
-/// The settle call. KEYS: record, scopes, and with `outbox` the run slot's
-/// outbox stream. ARGV: attempt token, ttl ms, tool call id, the number N of
-/// outcome arguments, the ERROR outcome's N arguments, then the tombstone's
-/// field/value pairs.
-// One parameter per part of the script's contract, as `create` and `finalize`.
-#[allow(clippy::too_many_arguments)]
 /// The `note_refusal` call: see `scripts::NOTE_REFUSAL_SOURCE`.
 pub(crate) fn note_refusal(
     script: &LuaScript,
@@ -332,6 +326,12 @@ pub(crate) fn note_refusal(
     cmd
 }
 
+/// The settle call. KEYS: record, scopes, and with `outbox` the run slot's
+/// outbox stream. ARGV: attempt token, ttl ms, tool call id, the number N of
+/// outcome arguments, the ERROR outcome's N arguments, then the tombstone's
+/// field/value pairs.
+// One parameter per part of the script's contract, as `create` and `finalize`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn settle(
     script: &LuaScript,
     invoke: Invoke,

@@ -557,7 +557,7 @@ impl InvocationStore for RedisStore {
         let items: Vec<String> = self.inner.query("refusals", &cmd).await?;
         items
             .iter()
-            .map(|item| Refusal::from_json(item).ok_or_else(|| corrupt("refusal").into()))
+            .map(|item| Refusal::from_json(item).ok_or_else(|| corrupt("refusal")))
             .collect()
     }
 
