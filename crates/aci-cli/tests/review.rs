@@ -219,7 +219,7 @@ fn outcome_class(record: &Value) -> &'static str {
 
 /// The timeline's bars: one per record, in time order, coloured by outcome.
 async fn assert_timeline(browser: &Browser, records: &[Value]) {
-    let bars = browser.all("ol.timeline a.bar").await;
+    let bars = browser.all("ol.timeline a.bar:not(.refused)").await;
     let mut shown = Vec::new();
     for bar in &bars {
         let id = bar.attr("data-tool-call-id").await.unwrap().unwrap();
@@ -243,6 +243,37 @@ async fn assert_timeline(browser: &Browser, records: &[Value]) {
             "bar of {id}: {class}"
         );
     }
+    // The calls refused before they had a record are marks, each with its
+    // code, and listed under the calls: the duplicate id (the first call's
+    // record stays) and the invalid input.
+    let mut refused = Vec::new();
+    for mark in browser.all("ol.timeline a.bar.refused.mark").await {
+        refused.push((
+            mark.attr("data-tool-call-id")
+                .await
+                .unwrap()
+                .unwrap_or_default(),
+            mark.attr("data-code").await.unwrap().unwrap(),
+        ));
+    }
+    refused.sort();
+    assert_eq!(
+        refused,
+        [
+            ("call_found".to_owned(), "DUPLICATE_TOOL_CALL".to_owned()),
+            ("call_invalid".to_owned(), "INVALID_INPUT".to_owned()),
+        ],
+        "one mark per refused call"
+    );
+    let listed = browser.wait_for("ol.refusals").await.text().await.unwrap();
+    assert!(
+        listed.contains("call_invalid") && listed.contains("DUPLICATE_TOOL_CALL"),
+        "{listed}"
+    );
+    assert!(
+        !listed.contains("misspelt"),
+        "no arguments of a refused call: {listed}"
+    );
 }
 
 /// Following the timeline bar of `id` (a link, reached by keyboard too)

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 
 use aci_contracts::{ErrorCode, EvidenceStatus, InvocationStatus, RunId, Timestamp};
 use invocation_core::{
-    CitationVerdict, InvocationRecord, NotCitable, RecordFields, RunState, StoreError, ToolBoundary,
+    CitationVerdict, InvocationRecord, NotCitable, RecordFields, Refusal, RunState, StoreError,
+    ToolBoundary,
 };
 use serde_json::Value;
 use store_archive::{ArchiveError, ArchivedCall};
@@ -73,6 +74,10 @@ pub(crate) struct RunView {
     /// The archived calls, when read from the archive (for the citation
     /// check); empty otherwise.
     pub(crate) archived: Vec<ArchivedCall>,
+    /// Calls refused before they had a record (preflight, or the store at
+    /// create), oldest first: kept by the store for the record TTL, never
+    /// archived.
+    pub(crate) refusals: Vec<Refusal>,
 }
 
 /// One call as the page shows it.
@@ -114,6 +119,7 @@ impl RunView {
             .entries(run_id, RecordFields::All)
             .await?;
         let state = boundary.store().run_state(run_id).await?;
+        let refusals = boundary.store().refusals(run_id).await?;
         // A stable sort: calls created in the same millisecond keep the
         // journal's creation order.
         records.sort_by_key(|r| r.created_at);
@@ -143,6 +149,7 @@ impl RunView {
                 .collect(),
             verdicts,
             archived: Vec::new(),
+            refusals,
         })
     }
 
@@ -185,12 +192,13 @@ impl RunView {
             calls: views,
             verdicts,
             archived: calls,
+            refusals: Vec::new(),
         })
     }
 
     /// Whether the store (or the archive) holds anything of the run.
     pub(crate) fn exists(&self) -> bool {
-        self.state.is_some() || !self.calls.is_empty()
+        self.state.is_some() || !self.calls.is_empty() || !self.refusals.is_empty()
     }
 
     /// The run's owner, if it has one.
@@ -200,11 +208,18 @@ impl RunView {
 
     /// The first call's start and the last call's end (or start).
     pub(crate) fn span(&self) -> Option<(Timestamp, Timestamp)> {
-        let first = self.calls.iter().map(|c| c.record.created_at).min()?;
+        let refused = self.refusals.iter().map(|r| r.at);
+        let first = self
+            .calls
+            .iter()
+            .map(|c| c.record.created_at)
+            .chain(refused.clone())
+            .min()?;
         let last = self
             .calls
             .iter()
             .map(|c| c.record.finished_at.unwrap_or(c.record.created_at))
+            .chain(refused)
             .max()?;
         Some((first, last))
     }

@@ -39,6 +39,7 @@ ol.timeline{list-style:none;margin:0;padding:0;border-left:1px solid var(--line)
 ol.timeline li{position:relative;height:1.3rem;border-bottom:1px dotted var(--line)}
 ol.timeline a.bar{position:absolute;top:.25rem;height:.8rem;min-width:4px;border-radius:2px;display:block}
 ol.timeline a.bar.evidence{background:var(--evidence)}ol.timeline a.bar.no-evidence{background:var(--no-evidence)}ol.timeline a.bar.error{background:var(--error)}ol.timeline a.bar.projecting{background:var(--projecting)}
+ol.timeline a.bar.refused{background:var(--error);opacity:.55}
 ol.timeline a.bar.mark{width:10px!important;height:10px;transform:translateX(-5px) rotate(45deg);border-radius:0}
 ol.timeline .label{position:absolute;top:0;font-size:.75rem;line-height:1.3rem;color:var(--muted);white-space:nowrap}
 ol.timeline a.bar:focus{outline:3px solid #0969da;outline-offset:1px}
@@ -126,6 +127,8 @@ pub(crate) fn render(view: &RunView, mode: Mode, citations: Option<&CitationRepo
                         p id="no-calls" { "No records: unknown run, or its records expired." }
                     }
                     @for (n, call) in view.calls.iter().enumerate() { (call_details(n, call)) }
+                    h2 { "Refused before running (" (view.refusals.len()) ")" }
+                    (refusals(view))
                     h2 { "Citation check" }
                     (citation_form(view, mode, citations))
                 }
@@ -208,6 +211,47 @@ fn timeline(view: &RunView) -> Markup {
                         format!("right:calc({:.3}% + 8px)", 100.0 - left)
                     };
                     span.label aria-hidden="true" style=(beside) { (call.id()) " \u{b7} " (call.record.tool_name) }
+                }
+            }
+            @for (n, refusal) in view.refusals.iter().enumerate() {
+                @let left = percent(refusal.at.unix_millis() - start);
+                @let id = refusal.tool_call_id.as_ref().map_or("(no valid id)", |id| id.as_str());
+                @let label = format!("refused {} {} {}", refusal.tool_name.as_deref().unwrap_or("(unknown tool)"), id, refusal.error_code.as_str());
+                li.refused {
+                    a.bar.refused.mark href={ "#refused-" (n) }
+                        data-code=(refusal.error_code.as_str())
+                        data-tool-call-id=[refusal.tool_call_id.as_ref().map(|id| id.as_str())]
+                        title=(label) aria-label=(label)
+                        style=(format!("left:{left:.3}%;width:0%")) {}
+                    @let beside = if left < 60.0 {
+                        format!("left:calc({left:.3}% + 8px)")
+                    } else {
+                        format!("right:calc({:.3}% + 8px)", 100.0 - left)
+                    };
+                    span.label aria-hidden="true" style=(beside) { "refused \u{b7} " (refusal.error_code.as_str()) }
+                }
+            }
+        }
+    }
+}
+
+/// The calls refused before they had a record: when, which id and tool, why.
+fn refusals(view: &RunView) -> Markup {
+    html! {
+        @if view.source == super::model::Source::Archive {
+            p.meaning { "Refusals are kept in the store only (for the record TTL); the archive has none." }
+        } @else if view.refusals.is_empty() {
+            p.meaning { "None." }
+        } @else {
+            ol.refusals {
+                @for (n, refusal) in view.refusals.iter().enumerate() {
+                    li id={ "refused-" (n) } data-code=(refusal.error_code.as_str()) {
+                        (refusal.at) " \u{b7} "
+                        code { (refusal.tool_call_id.as_ref().map_or("(no valid id)", |id| id.as_str())) }
+                        " \u{b7} " (refusal.tool_name.as_deref().unwrap_or("(unknown tool)"))
+                        " \u{b7} " span.badge.error { (refusal.error_code.as_str()) }
+                        " " span.meaning { (refusal.error_code.message()) }
+                    }
                 }
             }
         }
