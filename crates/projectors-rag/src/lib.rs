@@ -74,8 +74,8 @@ pub use knowledge_base::evaluation;
 #[cfg(feature = "knowledge-base")]
 pub use knowledge_base::{
     ANALYZER_VERSION, CHUNK_TARGET_BYTES, Change, CjkSegmenter, DEFAULT_TOP_K, DirOptions,
-    FileFailure, HIGH_COVERAGE, IndexReport, MAX_QUERY_TERMS, MEDIUM_COVERAGE, MarkdownDocument,
-    MarkdownKnowledgeBase, Progress, Rebuild,
+    FileChunk, FileFailure, HIGH_COVERAGE, IndexReport, MAX_QUERY_TERMS, MEDIUM_COVERAGE,
+    MarkdownDocument, MarkdownKnowledgeBase, Progress, Rebuild, split_knowledge_file,
 };
 pub use projector::{
     BREADCRUMB_SEPARATOR, DEFAULT_MAX_EXCERPT_BYTES, DEFAULT_MAX_FIELD_BYTES, DEFAULT_MAX_ITEMS,

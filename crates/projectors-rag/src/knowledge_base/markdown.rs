@@ -33,6 +33,34 @@ pub(crate) struct Chunked {
     pub(crate) chunks: Vec<MarkdownChunk>,
 }
 
+/// One chunk of [`split_knowledge_file`]: its heading path (outermost
+/// first) and its byte range in the file.
+pub type FileChunk = (Vec<String>, Range<usize>);
+
+/// How the index splits a knowledge file, for tools that show it (and the
+/// chunker's fuzz target): the file's title, and each chunk's heading path
+/// and exact byte range of `text`, in order, at about
+/// [`CHUNK_TARGET_BYTES`](crate::CHUNK_TARGET_BYTES) each. `markdown`:
+/// a `.md` file (ATX headings make sections); else plain text (`.txt`:
+/// paragraphs only).
+#[must_use]
+pub fn split_knowledge_file(text: &str, markdown: bool) -> (Option<String>, Vec<FileChunk>) {
+    let format = if markdown {
+        Format::Markdown
+    } else {
+        Format::PlainText
+    };
+    let chunked = chunk_file(text, format, super::CHUNK_TARGET_BYTES);
+    (
+        chunked.title,
+        chunked
+            .chunks
+            .into_iter()
+            .map(|c| (c.heading_path, c.range))
+            .collect(),
+    )
+}
+
 /// Splits `text` into heading-scoped chunks of about `target_bytes` at most.
 #[cfg(test)]
 pub(crate) fn chunk_markdown(text: &str, target_bytes: usize) -> Chunked {

@@ -79,6 +79,7 @@ use tantivy::{Index, Searcher, TantivyDocument, Term};
 
 pub use analysis::{ANALYZER_VERSION, CjkSegmenter};
 pub use index::{Change, FileFailure, IndexReport, Rebuild};
+pub use markdown::{FileChunk, split_knowledge_file};
 
 use crate::{Error, KnowledgeSource, KnowledgeSourceError, Result};
 use index::{DirIndex, Fields};
