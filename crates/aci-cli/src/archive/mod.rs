@@ -246,6 +246,11 @@ pub(crate) async fn run(
         pump::add(&mut total, outcome?);
     }
     let pump = &pumps[0];
+    if once {
+        // After every loop is done: a run archived by another loop is
+        // sealed too.
+        pump.seal().await;
+    }
     let backlog = pump
         .archiver
         .outbox()

@@ -148,7 +148,8 @@ pub(crate) struct Pump {
 
 impl Pump {
     /// Batches until `stop` turns `true` (finishing the batch in hand) or,
-    /// with `once`, until the outbox has nothing more for this archiver.
+    /// with `once`, until the outbox has nothing more for this archiver
+    /// (the caller seals then, once every loop of the process is done).
     /// Returns what was done. With `once`, a failed batch ends the loop
     /// with its error.
     pub(crate) async fn run(
@@ -201,9 +202,6 @@ impl Pump {
                 () = tokio::time::sleep(wait) => {}
                 _ = stop.changed() => {}
             }
-        }
-        if once && self.housekeeper {
-            self.seal().await;
         }
         Ok(total)
     }
@@ -268,7 +266,8 @@ impl Pump {
         }
     }
 
-    async fn seal(&self) {
+    /// Seals the runs that can take no more calls (with a signing key).
+    pub(crate) async fn seal(&self) {
         let Some(key) = &self.key else {
             return;
         };
