@@ -37,9 +37,10 @@ pub use requests::{
 };
 pub use results::{
     ColumnType, ErrorResult, EvidenceResult, KnowledgeEvidence, LogEvent, LogPattern, LogScope,
-    LookupKnowledgeObservation, LookupKnowledgeResult, MysqlColumn, QueryLogsObservation,
+    LookupKnowledgeObservation, LookupKnowledgeResult, MAX_RETRIEVAL_FALLBACK_BYTES,
+    MAX_RETRIEVAL_LEG_BYTES, MAX_RETRIEVAL_LEGS, MysqlColumn, QueryLogsObservation,
     QueryLogsResult, QueryMysqlObservation, QueryMysqlResult, ResultCounters, SqlValue,
-    ValidationError,
+    ValidationError, is_retrieval_fallback, is_retrieval_leg,
 };
 pub use status::{
     EvidenceStatus, InvocationStatus, LogLevel, LogTopic, ReadyEvidenceStatus, RelevanceLevel,

@@ -48,6 +48,18 @@ pub struct HarnessControlView {
     /// Normalized relevance (knowledge results).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub relevance_level: Option<RelevanceLevel>,
+    /// Which retrieval legs ran (knowledge results): the legs whose results
+    /// the knowledge source fused, in order, `["bm25", "vector"]` or
+    /// `["bm25"]` when retrieval fell back to BM25 alone; absent when the
+    /// source does not say (an external retriever). Never shown to the model.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retrieval_legs: Vec<String>,
+    /// Why a configured retrieval leg did not run (knowledge results): a
+    /// stable upper-case code such as `EMBEDDER_TIMEOUT`,
+    /// `EMBEDDER_UNAVAILABLE` or `VECTORS_NOT_READY`; absent when every
+    /// configured leg ran or the source does not say. Never shown to the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retrieval_fallback: Option<String>,
     /// The tool's normalized request scope; `null` when the arguments never decoded.
     pub scope: Value,
     /// SHA-256 (hex) of the canonical tool name and scope; absent when the

@@ -54,6 +54,8 @@ proptest! {
         items in prop::collection::vec((any::<String>(), any::<String>(), any::<String>(), any::<String>(), any::<String>()), 0..4),
         truncated in any::<bool>(),
         relevance in prop::option::of(prop::sample::select(vec![RelevanceLevel::High, RelevanceLevel::Medium, RelevanceLevel::Low])),
+        legs in prop::collection::btree_set("[a-z0-9_]{1,32}", 0..=MAX_RETRIEVAL_LEGS),
+        fallback in prop::option::of("[A-Z0-9_]{1,64}"),
     ) {
         let evidence: Vec<KnowledgeEvidence> = items.into_iter().map(|(document_id, source, title, breadcrumb, excerpt)| KnowledgeEvidence { document_id, source, title, breadcrumb, excerpt }).collect();
         let r = LookupKnowledgeResult {
@@ -64,11 +66,16 @@ proptest! {
             evidence,
             relevance_level: relevance,
             truncated,
+            retrieval_legs: legs.into_iter().collect(),
+            retrieval_fallback: fallback,
         };
         let text = serde_json::to_string(&r).unwrap();
         prop_assert_eq!(serde_json::from_str::<LookupKnowledgeResult>(&text).unwrap(), r.clone());
+        prop_assert_eq!(r.validate().is_err_and(|e| e == ValidationError::InvalidRetrievalTrace), false);
         let obs = r.observation();
         let text = serde_json::to_string(&obs).unwrap();
+        let keys = serde_json::from_str::<serde_json::Value>(&text).unwrap();
+        prop_assert!(keys.get("retrieval_legs").is_none() && keys.get("retrieval_fallback").is_none());
         prop_assert_eq!(serde_json::from_str::<LookupKnowledgeObservation>(&text).unwrap(), obs);
     }
 

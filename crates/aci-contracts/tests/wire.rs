@@ -40,6 +40,8 @@ fn knowledge_result() -> LookupKnowledgeResult {
         returned_count: 1,
         relevance_level: Some(RelevanceLevel::High),
         truncated: false,
+        retrieval_legs: Vec::new(),
+        retrieval_fallback: None,
     }
 }
 
@@ -168,6 +170,72 @@ fn golden_knowledge_result_and_observation() {
     );
 }
 
+/// The retrieval legs and fallback are harness-only: in the stored result
+/// and its counters (so in the control view), never in the observation.
+#[test]
+fn golden_knowledge_retrieval_trace() {
+    let r = LookupKnowledgeResult {
+        retrieval_legs: vec!["bm25".into()],
+        retrieval_fallback: Some("EMBEDDER_TIMEOUT".into()),
+        ..knowledge_result()
+    };
+    assert_eq!(r.validate(), Ok(()));
+    let wire = round_trip(&r);
+    assert_eq!(wire["retrieval_legs"], json!(["bm25"]));
+    assert_eq!(wire["retrieval_fallback"], json!("EMBEDDER_TIMEOUT"));
+    assert_eq!(
+        serde_json::to_value(r.observation()).unwrap(),
+        serde_json::to_value(knowledge_result().observation()).unwrap()
+    );
+    let counters = r.counters();
+    assert_eq!(counters.retrieval_legs, ["bm25"]);
+    assert_eq!(
+        counters.retrieval_fallback.as_deref(),
+        Some("EMBEDDER_TIMEOUT")
+    );
+
+    // A result written before the fields existed reads back without them.
+    let old = serde_json::to_value(knowledge_result()).unwrap();
+    assert!(old.get("retrieval_legs").is_none() && old.get("retrieval_fallback").is_none());
+    let back: LookupKnowledgeResult = serde_json::from_value(old).unwrap();
+    assert!(back.retrieval_legs.is_empty() && back.retrieval_fallback.is_none());
+    assert_eq!(back.counters().retrieval_legs, Vec::<String>::new());
+    assert_eq!(
+        logs_result().counters().retrieval_legs,
+        Vec::<String>::new()
+    );
+    assert_eq!(mysql_result().counters().retrieval_fallback, None);
+
+    assert!(is_retrieval_leg("bm25") && is_retrieval_leg(&"v".repeat(MAX_RETRIEVAL_LEG_BYTES)));
+    assert!(!is_retrieval_leg("") && !is_retrieval_leg("BM25") && !is_retrieval_leg("bm 25"));
+    assert!(!is_retrieval_leg(&"v".repeat(MAX_RETRIEVAL_LEG_BYTES + 1)));
+    assert!(is_retrieval_fallback("VECTORS_NOT_READY"));
+    assert!(!is_retrieval_fallback("embedder timeout") && !is_retrieval_fallback(""));
+    assert!(!is_retrieval_fallback(
+        &"E".repeat(MAX_RETRIEVAL_FALLBACK_BYTES + 1)
+    ));
+
+    for (legs, fallback) in [
+        (vec!["bm25", "bm25"], None),
+        (vec!["a", "b", "c", "d", "e"], None),
+        (vec!["Vector"], None),
+        (vec![""], None),
+        (vec!["bm25"], Some("timeout")),
+        (vec!["bm25"], Some("")),
+    ] {
+        let bad = LookupKnowledgeResult {
+            retrieval_legs: legs.iter().map(|&leg| leg.to_owned()).collect(),
+            retrieval_fallback: fallback.map(str::to_owned),
+            ..knowledge_result()
+        };
+        assert_eq!(
+            bad.validate(),
+            Err(ValidationError::InvalidRetrievalTrace),
+            "{legs:?} {fallback:?}"
+        );
+    }
+}
+
 #[test]
 fn golden_logs_result_and_observation() {
     let r = logs_result();
@@ -265,6 +333,8 @@ fn golden_control_view() {
         match_count: Some(0),
         truncated: false,
         relevance_level: None,
+        retrieval_legs: Vec::new(),
+        retrieval_fallback: None,
         scope: json!({"topic": "APPLICATION", "query": "timeout", "lookback_minutes": 60}),
         scope_fingerprint: Some("ab".repeat(32)),
         duplicate_of: Some(id("call_1")),
@@ -287,6 +357,33 @@ fn golden_control_view() {
             "duplicate_of": "call_1",
             "replayed_from": "call_1",
             "redactions": {"jwt": 1, "url_password": 2}
+        })
+    );
+    let knowledge = HarnessControlView {
+        tool_name: "lookup_knowledge".into(),
+        match_count: None,
+        retrieval_legs: vec!["bm25".into(), "vector".into()],
+        retrieval_fallback: Some("VECTORS_NOT_READY".into()),
+        scope: json!({"query": "pool"}),
+        duplicate_of: None,
+        replayed_from: None,
+        redactions: BTreeMap::new(),
+        ..view.clone()
+    };
+    assert_eq!(
+        round_trip(&knowledge),
+        json!({
+            "tool_call_id": "call_2",
+            "run_id": "run-1",
+            "tool_name": "lookup_knowledge",
+            "status": "READY",
+            "evidence_status": "NO_EVIDENCE",
+            "returned_count": 0,
+            "truncated": false,
+            "retrieval_legs": ["bm25", "vector"],
+            "retrieval_fallback": "VECTORS_NOT_READY",
+            "scope": {"query": "pool"},
+            "scope_fingerprint": "ab".repeat(32)
         })
     );
     let error = HarnessControlView {

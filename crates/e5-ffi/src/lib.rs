@@ -370,7 +370,8 @@ impl Model {
         let prepared: Vec<CString> = texts.iter().map(|text| prepare(text)).collect();
         let pointers: Vec<*const c_char> = prepared.iter().map(|text| text.as_ptr()).collect();
         let mut out = vec![0.0_f32; texts.len() * DIMENSIONS];
-        let count = c_int::try_from(texts.len()).map_err(|_| EmbedError::BatchTooLarge(texts.len()))?;
+        let count =
+            c_int::try_from(texts.len()).map_err(|_| EmbedError::BatchTooLarge(texts.len()))?;
         let is_query = c_int::from(role == Role::Query);
         // SAFETY: OpenMP's API; sets this thread's team size for the call below.
         unsafe { (self.api.set_threads)(self.threads) };
@@ -449,11 +450,17 @@ mod tests {
 
     #[test]
     fn a_missing_library_is_unreadable() {
-        let error = Model::load(Path::new("/nonexistent/e5.so"), Path::new("/nonexistent/m.bin"));
+        let error = Model::load(
+            Path::new("/nonexistent/e5.so"),
+            Path::new("/nonexistent/m.bin"),
+        );
         assert!(
             matches!(
                 error,
-                Err(LoadError::Unreadable { what: "library", .. } | LoadError::Unsupported(_))
+                Err(LoadError::Unreadable {
+                    what: "library",
+                    ..
+                } | LoadError::Unsupported(_))
             ),
             "{error:?}"
         );

@@ -20,7 +20,12 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
 #[test]
 fn vectors_are_unit_length_deterministic_and_batch_independent() {
     let Some(model) = model() else { return };
-    let texts = ["the disk is full", "磁盘空间不足", "ディスクがいっぱい", "디스크가 가득 찼어요"];
+    let texts = [
+        "the disk is full",
+        "磁盘空间不足",
+        "ディスクがいっぱい",
+        "디스크가 가득 찼어요",
+    ];
     let batch = model.embed(&texts, Role::Passage).unwrap();
     assert_eq!(batch.len(), texts.len());
     for (text, vector) in texts.iter().zip(&batch) {
@@ -28,10 +33,16 @@ fn vectors_are_unit_length_deterministic_and_batch_independent() {
         let norm: f32 = vector.iter().map(|x| x * x).sum::<f32>().sqrt();
         assert!((norm - 1.0).abs() < 1e-3, "{text}: norm {norm}");
         let alone = model.embed(&[text], Role::Passage).unwrap();
-        assert!(cosine(vector, &alone[0]) > 0.9999, "{text}: batch and single differ");
+        assert!(
+            cosine(vector, &alone[0]) > 0.9999,
+            "{text}: batch and single differ"
+        );
     }
     let query = model.embed(&["the disk is full"], Role::Query).unwrap();
-    assert!(cosine(&query[0], &batch[0]) < 0.9999, "roles must embed differently");
+    assert!(
+        cosine(&query[0], &batch[0]) < 0.9999,
+        "roles must embed differently"
+    );
 }
 
 #[test]
@@ -49,7 +60,10 @@ fn meaning_crosses_languages() {
         .unwrap();
     let related = cosine(&query[0], &passages[0]);
     let unrelated = cosine(&query[0], &passages[1]);
-    assert!(related > unrelated + 0.05, "related {related}, unrelated {unrelated}");
+    assert!(
+        related > unrelated + 0.05,
+        "related {related}, unrelated {unrelated}"
+    );
 }
 
 #[test]
@@ -120,5 +134,8 @@ fn another_model_file_is_refused_before_the_parser_sees_it() {
     let first = Model::load(&files.library, &files.model).unwrap();
     let second = Model::load(&files.library, &files.model).unwrap();
     drop(first);
-    assert_eq!(second.embed(&["still works"], Role::Query).unwrap().len(), 1);
+    assert_eq!(
+        second.embed(&["still works"], Role::Query).unwrap().len(),
+        1
+    );
 }

@@ -114,6 +114,8 @@ impl Projector for RunbookProjector {
             evidence,
             relevance_level: None,
             truncated,
+            retrieval_legs: Vec::new(),
+            retrieval_fallback: None,
         })
     }
 }

@@ -152,6 +152,8 @@ impl Projector for Proj {
             returned_count: 1,
             relevance_level: None,
             truncated: false,
+            retrieval_legs: Vec::new(),
+            retrieval_fallback: None,
         }))
     }
 }

@@ -53,6 +53,7 @@
 //! README.md).
 #![doc = include_str!("../README.md")]
 
+pub mod embeddings;
 #[cfg(feature = "knowledge-base")]
 mod error;
 mod executor;
@@ -66,6 +67,7 @@ use aci_contracts::{LookupKnowledgeRequest, ToolName};
 use invocation_core::ToolSpec;
 use invocation_core::bounds::InvalidBounds;
 
+pub use embeddings::{EmbedError, EmbedRole, Embedder};
 #[cfg(feature = "knowledge-base")]
 pub use error::{Error, Result};
 pub use executor::{KnowledgeExecutor, Retrieve};
@@ -74,8 +76,11 @@ pub use knowledge_base::evaluation;
 #[cfg(feature = "knowledge-base")]
 pub use knowledge_base::{
     ANALYZER_VERSION, CHUNK_TARGET_BYTES, Change, CjkSegmenter, DEFAULT_TOP_K, DirOptions,
-    FileChunk, FileFailure, HIGH_COVERAGE, IndexReport, MAX_QUERY_TERMS, MEDIUM_COVERAGE,
-    MarkdownDocument, MarkdownKnowledgeBase, Progress, Rebuild, split_knowledge_file,
+    EVIDENCE_SIMILARITY_CHINESE, EVIDENCE_SIMILARITY_JAPANESE, EVIDENCE_SIMILARITY_KOREAN,
+    EVIDENCE_SIMILARITY_LATIN, EmbedReport, FUSION_CANDIDATES, FileChunk, FileFailure,
+    HIGH_COVERAGE, IndexReport, Legs, MAX_QUERY_TERMS, MEDIUM_COVERAGE, MarkdownDocument,
+    MarkdownKnowledgeBase, Progress, RRF_K, Rebuild, VECTORS_NOT_READY, VectorOptions,
+    evidence_similarity, split_knowledge_file,
 };
 pub use projector::{
     BREADCRUMB_SEPARATOR, DEFAULT_MAX_EXCERPT_BYTES, DEFAULT_MAX_FIELD_BYTES, DEFAULT_MAX_ITEMS,

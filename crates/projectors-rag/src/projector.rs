@@ -5,8 +5,9 @@
 //! and truncation rules; the constants below are the single source of them.
 
 use aci_contracts::{
-    KnowledgeEvidence, LookupKnowledgeRequest, LookupKnowledgeResult, ReadyEvidenceStatus,
-    RelevanceLevel, ToolCallId, relevance_in,
+    KnowledgeEvidence, LookupKnowledgeRequest, LookupKnowledgeResult, MAX_RETRIEVAL_FALLBACK_BYTES,
+    MAX_RETRIEVAL_LEG_BYTES, MAX_RETRIEVAL_LEGS, ReadyEvidenceStatus, RelevanceLevel, ToolCallId,
+    is_retrieval_fallback, is_retrieval_leg, relevance_in,
 };
 use invocation_core::{
     DEFAULT_MAX_AGENT_RESULT_BYTES, ProjectionContext, ProjectionError, Projector,
@@ -50,6 +51,15 @@ pub const TEXT_KEYS: [&str; 7] = [
 pub const METADATA_KEY: &str = "metadata";
 /// What joins the segments of an array heading path.
 pub const BREADCRUMB_SEPARATOR: &str = " > ";
+/// The object of the response that may say which retrieval legs ran: its
+/// [`TRACE_LEGS_KEY`] and [`TRACE_FALLBACK_KEY`] go to the result's
+/// harness-only `retrieval_legs` and `retrieval_fallback`, never to the
+/// model; the rest of it is dropped.
+const RETRIEVAL_TRACE_KEY: &str = "retrieval_trace";
+/// The retrieval legs whose results were fused, in order: an array of names.
+const TRACE_LEGS_KEY: &str = "legs";
+/// Why a configured leg did not run: an upper-case code.
+const TRACE_FALLBACK_KEY: &str = "fallback";
 
 /// Default [`RagBounds::max_items`].
 pub const DEFAULT_MAX_ITEMS: usize = 5;
@@ -58,12 +68,12 @@ pub const DEFAULT_MAX_EXCERPT_BYTES: usize = 1536;
 /// Default [`RagBounds::max_field_bytes`].
 pub const DEFAULT_MAX_FIELD_BYTES: usize = 192;
 /// Length of query (as JSON text, without quotes) up to which the default
-/// bounds alone keep the largest possible result within
-/// [`DEFAULT_MAX_AGENT_RESULT_BYTES`], so that the total budget
+/// bounds alone keep the largest possible result (retrieval trace included)
+/// within [`DEFAULT_MAX_AGENT_RESULT_BYTES`], so that the total budget
 /// [`RagBounds::max_result_bytes`] never has to drop anything. Every query the
 /// contract accepts is shorter
 /// ([`MAX_QUERY_JSON_BYTES`](aci_contracts::MAX_QUERY_JSON_BYTES)).
-pub const STATIC_QUERY_ALLOWANCE_BYTES: usize = 4096;
+pub const STATIC_QUERY_ALLOWANCE_BYTES: usize = 3968;
 
 /// Smallest accepted [`RagBounds::max_excerpt_bytes`] and
 /// [`RagBounds::max_field_bytes`]: the shared
@@ -116,7 +126,8 @@ impl RagBounds {
     /// The largest serialized result these bounds allow, ignoring
     /// `max_result_bytes`, for a query of `query_json_bytes` (JSON text,
     /// without quotes) and the longest tool call id: every field at its bound
-    /// after escaping, `max_items` items, the longest status and relevance.
+    /// after escaping, `max_items` items, the longest status and relevance,
+    /// and the longest retrieval trace (`retrieval_legs`, `retrieval_fallback`).
     #[must_use]
     pub fn worst_case_result_bytes(&self, query_json_bytes: usize) -> usize {
         let bounds = self;
@@ -129,7 +140,12 @@ impl RagBounds {
             r#""evidence":[],"returned_count":,"relevance_level":"MEDIUM","truncated":false}"#
         )
         .len();
+        let trace = r#","retrieval_legs":[],"retrieval_fallback":"""#.len()
+            + MAX_RETRIEVAL_LEGS * (MAX_RETRIEVAL_LEG_BYTES + 2)
+            + MAX_RETRIEVAL_LEGS.saturating_sub(1)
+            + MAX_RETRIEVAL_FALLBACK_BYTES;
         envelope
+            + trace
             + aci_contracts::MAX_ID_BYTES
             + query_json_bytes
             + bounds.max_items.to_string().len()
@@ -184,7 +200,9 @@ impl RagProjector {
     /// `query`. Each passage's id, source, title, breadcrumb and excerpt go
     /// through `redaction` before they are bounded: an excerpt is exact text
     /// of the document except for `<redacted:RULE>` markers. Only the
-    /// passages returned are counted.
+    /// passages returned are counted. The response's `retrieval_trace`
+    /// object gives the harness-only `retrieval_legs` and
+    /// `retrieval_fallback` (bounded; anything else in it is dropped).
     ///
     /// # Errors
     /// [`ProjectionError`] only if the result cannot be measured (serialization
@@ -214,6 +232,7 @@ impl RagProjector {
             picked.push(candidate);
         }
         let response_level = raw.as_object().and_then(relevance_in);
+        let (retrieval_legs, retrieval_fallback) = retrieval_trace(raw);
 
         let assemble = |picked: &[Candidate], truncated: bool| {
             let evidence: Vec<KnowledgeEvidence> =
@@ -238,6 +257,8 @@ impl RagProjector {
                 evidence,
                 relevance_level,
                 truncated,
+                retrieval_legs: retrieval_legs.clone(),
+                retrieval_fallback: retrieval_fallback.clone(),
             }
         };
 
@@ -310,6 +331,37 @@ struct Candidate {
 
 fn serialized_len<T: serde::Serialize>(value: &T) -> Result<usize, ProjectionError> {
     invocation_core::json_size::serialized_len(value).map_err(ProjectionError::new)
+}
+
+/// Which retrieval legs ran, as the response's [`RETRIEVAL_TRACE_KEY`]
+/// object says: its [`TRACE_LEGS_KEY`] names that are
+/// [`is_retrieval_leg`], in order, each once, at most [`MAX_RETRIEVAL_LEGS`];
+/// its [`TRACE_FALLBACK_KEY`] when [`is_retrieval_fallback`]. The response is
+/// upstream data: anything else there (other types, other spellings, longer
+/// names) is dropped, never an error.
+fn retrieval_trace(raw: &Value) -> (Vec<String>, Option<String>) {
+    let Some(trace) = raw.get(RETRIEVAL_TRACE_KEY).and_then(Value::as_object) else {
+        return (Vec::new(), None);
+    };
+    let mut legs: Vec<String> = Vec::new();
+    let names = trace
+        .get(TRACE_LEGS_KEY)
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
+    for name in names.iter().filter_map(Value::as_str) {
+        if legs.len() == MAX_RETRIEVAL_LEGS {
+            break;
+        }
+        if is_retrieval_leg(name) && !legs.iter().any(|leg| leg == name) {
+            legs.push(name.to_owned());
+        }
+    }
+    let fallback = trace
+        .get(TRACE_FALLBACK_KEY)
+        .and_then(Value::as_str)
+        .filter(|code| is_retrieval_fallback(code))
+        .map(str::to_owned);
+    (legs, fallback)
 }
 
 /// The list of documents: a bare array, or the first of [`LIST_KEYS`] holding

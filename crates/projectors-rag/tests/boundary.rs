@@ -124,6 +124,8 @@ async fn connection_pool_timeout_finds_the_runbook() {
         "matched_terms",
         "chunk_id",
         "scope_fingerprint",
+        "retrieval_legs",
+        "fallback",
     ] {
         assert!(!text.contains(forbidden), "{forbidden} leaked into {text}");
     }

@@ -341,13 +341,22 @@ fn worst_case_formula_is_exact_and_fits_by_default() {
     let id = ToolCallId::new("x".repeat(aci_contracts::MAX_ID_BYTES)).unwrap();
     let worst = bounds.worst_case_result_bytes(json_len(&query));
 
-    // Every field exactly at its bound, nothing left out: the formula is exact.
-    let raw = Value::Array(vec![item.clone(); bounds.max_items]);
+    // Every field exactly at its bound, nothing left out, the longest
+    // retrieval trace: the formula is exact.
+    let legs: Vec<String> = (0..aci_contracts::MAX_RETRIEVAL_LEGS)
+        .map(|i| format!("{i}").repeat(aci_contracts::MAX_RETRIEVAL_LEG_BYTES))
+        .collect();
+    let fallback = "E".repeat(aci_contracts::MAX_RETRIEVAL_FALLBACK_BYTES);
+    let raw = serde_json::json!({
+        "documents": vec![item.clone(); bounds.max_items],
+        "retrieval_trace": {"legs": legs, "fallback": fallback},
+    });
     let result = RagProjector::default()
         .project_response(&id, &query, &raw)
         .unwrap();
     let len = serde_json::to_string(&result).unwrap().len();
     assert_eq!(result.evidence.len(), bounds.max_items);
+    assert_eq!(result.retrieval_legs, legs);
     assert!(!result.truncated);
     assert_eq!(len, worst);
     assert!(len <= DEFAULT_MAX_AGENT_RESULT_BYTES, "{len}");

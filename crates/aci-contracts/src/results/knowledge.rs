@@ -4,6 +4,33 @@ use serde::{Deserialize, Serialize};
 use super::{EvidenceResult, ValidationError, check_status_and_count};
 use crate::{ReadyEvidenceStatus, RelevanceLevel, ToolCallId};
 
+/// Most names in [`LookupKnowledgeResult::retrieval_legs`].
+pub const MAX_RETRIEVAL_LEGS: usize = 4;
+/// Longest name of a retrieval leg, in bytes (see [`is_retrieval_leg`]).
+pub const MAX_RETRIEVAL_LEG_BYTES: usize = 32;
+/// Longest retrieval fallback code, in bytes (see [`is_retrieval_fallback`]).
+pub const MAX_RETRIEVAL_FALLBACK_BYTES: usize = 64;
+
+/// Whether `name` can name a retrieval leg (`bm25`, `vector`): 1 to
+/// [`MAX_RETRIEVAL_LEG_BYTES`] bytes of `[a-z0-9_]`.
+#[must_use]
+pub fn is_retrieval_leg(name: &str) -> bool {
+    (1..=MAX_RETRIEVAL_LEG_BYTES).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+/// Whether `code` can be a retrieval fallback code (`EMBEDDER_TIMEOUT`): 1 to
+/// [`MAX_RETRIEVAL_FALLBACK_BYTES`] bytes of `[A-Z0-9_]`.
+#[must_use]
+pub fn is_retrieval_fallback(code: &str) -> bool {
+    (1..=MAX_RETRIEVAL_FALLBACK_BYTES).contains(&code.len())
+        && code
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+}
+
 /// One passage of knowledge evidence: exactly these five fields.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -40,6 +67,23 @@ pub struct LookupKnowledgeResult {
     pub relevance_level: Option<RelevanceLevel>,
     /// Whether passages were left out or shortened.
     pub truncated: bool,
+    /// Harness only, never in the observation: the retrieval legs whose
+    /// results the knowledge source fused, in order (`["bm25", "vector"]`;
+    /// `["bm25"]` when only BM25 ran). Empty (absent) when the source did not
+    /// say. At most 4 distinct names of 1 to 32 bytes of `[a-z0-9_]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        length(max = MAX_RETRIEVAL_LEGS),
+        inner(regex(pattern = r"^[a-z0-9_]{1,32}$")),
+        extend("uniqueItems" = true)
+    )]
+    pub retrieval_legs: Vec<String>,
+    /// Harness only, never in the observation: why a configured retrieval leg
+    /// did not run (`EMBEDDER_TIMEOUT`, `EMBEDDER_FAILED`, ...), when the
+    /// source said so. 1 to 64 bytes of `[A-Z0-9_]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[A-Z0-9_]{1,64}$"))]
+    pub retrieval_fallback: Option<String>,
 }
 
 /// What the model sees of a `lookup_knowledge` result.
@@ -79,6 +123,20 @@ impl EvidenceResult for LookupKnowledgeResult {
             self.returned_count,
             self.evidence.len(),
         )?;
+        let legs = &self.retrieval_legs;
+        let legs_valid = legs.len() <= MAX_RETRIEVAL_LEGS
+            && legs.iter().all(|leg| is_retrieval_leg(leg))
+            && legs
+                .iter()
+                .enumerate()
+                .all(|(i, leg)| !legs[..i].contains(leg));
+        let fallback_valid = self
+            .retrieval_fallback
+            .as_deref()
+            .is_none_or(is_retrieval_fallback);
+        if !(legs_valid && fallback_valid) {
+            return Err(ValidationError::InvalidRetrievalTrace);
+        }
         for (index, item) in self.evidence.iter().enumerate() {
             for (field, value) in [
                 ("document_id", &item.document_id),
@@ -107,5 +165,13 @@ impl EvidenceResult for LookupKnowledgeResult {
 impl super::Counted for LookupKnowledgeResult {
     fn relevance_level(&self) -> Option<RelevanceLevel> {
         self.relevance_level
+    }
+
+    fn retrieval_legs(&self) -> Vec<String> {
+        self.retrieval_legs.clone()
+    }
+
+    fn retrieval_fallback(&self) -> Option<String> {
+        self.retrieval_fallback.clone()
     }
 }

@@ -16,6 +16,8 @@ macro_rules! evidence_identity {
                 match_count: super::Counted::match_count(self),
                 truncated: self.truncated,
                 relevance_level: super::Counted::relevance_level(self),
+                retrieval_legs: super::Counted::retrieval_legs(self),
+                retrieval_fallback: super::Counted::retrieval_fallback(self),
             }
         }
 
@@ -39,7 +41,11 @@ mod logs;
 mod mysql;
 
 pub use error::ErrorResult;
-pub use knowledge::{KnowledgeEvidence, LookupKnowledgeObservation, LookupKnowledgeResult};
+pub use knowledge::{
+    KnowledgeEvidence, LookupKnowledgeObservation, LookupKnowledgeResult,
+    MAX_RETRIEVAL_FALLBACK_BYTES, MAX_RETRIEVAL_LEG_BYTES, MAX_RETRIEVAL_LEGS,
+    is_retrieval_fallback, is_retrieval_leg,
+};
 pub use logs::{LogEvent, LogPattern, LogScope, QueryLogsObservation, QueryLogsResult};
 pub use mysql::{ColumnType, MysqlColumn, QueryMysqlObservation, QueryMysqlResult, SqlValue};
 
@@ -94,10 +100,15 @@ pub enum ValidationError {
     /// The log scope's window disagrees with its `lookback_minutes`.
     #[error("scope end_time - start_time must equal lookback_minutes")]
     ScopeWindowMismatch,
+    /// A knowledge result's retrieval legs or fallback code break their
+    /// bounds (too many or repeated legs, a name or code out of its alphabet
+    /// or length).
+    #[error("retrieval_legs or retrieval_fallback break their bounds")]
+    InvalidRetrievalTrace,
 }
 
 /// Counters and flags of a result that the harness sees in its control view.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ResultCounters {
     /// Items returned to the model.
     pub returned_count: u64,
@@ -107,6 +118,12 @@ pub struct ResultCounters {
     pub truncated: bool,
     /// Normalized relevance (knowledge results only).
     pub relevance_level: Option<RelevanceLevel>,
+    /// The retrieval legs whose results were fused, in order (knowledge
+    /// results only, when the source said; empty otherwise).
+    pub retrieval_legs: Vec<String>,
+    /// Why a configured retrieval leg did not run (knowledge results only,
+    /// when the source said).
+    pub retrieval_fallback: Option<String>,
 }
 
 /// A READY agent result of one evidence tool.
@@ -147,6 +164,14 @@ trait Counted {
     }
 
     fn relevance_level(&self) -> Option<RelevanceLevel> {
+        None
+    }
+
+    fn retrieval_legs(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn retrieval_fallback(&self) -> Option<String> {
         None
     }
 }

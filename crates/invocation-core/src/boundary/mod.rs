@@ -277,6 +277,8 @@ impl<'a> Trail<'a> {
                 match_count: counters.match_count,
                 truncated: counters.truncated,
                 relevance_level: counters.relevance_level,
+                retrieval_legs: counters.retrieval_legs,
+                retrieval_fallback: counters.retrieval_fallback,
                 scope: self.scope,
                 scope_fingerprint: self.fingerprint.map(|f| f.to_hex()),
                 duplicate_of: self.duplicate_of,

@@ -330,6 +330,8 @@ pub fn found_result(id: &ToolCallId, query: &str, excerpt: &str) -> LookupKnowle
         returned_count: 1,
         relevance_level: None,
         truncated: false,
+        retrieval_legs: Vec::new(),
+        retrieval_fallback: None,
     }
 }
 

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::{MarkdownKnowledgeBase, Result};
+use crate::{Legs, MarkdownKnowledgeBase, Result};
 
 /// One labeled query.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -72,9 +72,35 @@ pub fn evaluate(
     queries: &[LabeledQuery],
 ) -> Result<(BTreeMap<String, Scores>, Vec<QueryOutcome>)> {
     let base = base.clone().with_top_k(5);
+    score(queries, |query, _| base.search(&query.query))
+}
+
+/// [`evaluate`] with the given retrieval `legs`; `vectors[i]` is the vector
+/// of `queries[i]` (from
+/// [`MarkdownKnowledgeBase::embed_query`]), `None` where it has none.
+///
+/// # Errors
+/// A search error of `base`.
+pub fn evaluate_legs(
+    base: &MarkdownKnowledgeBase,
+    queries: &[LabeledQuery],
+    legs: Legs,
+    vectors: &[Option<Vec<f32>>],
+) -> Result<(BTreeMap<String, Scores>, Vec<QueryOutcome>)> {
+    let base = base.clone().with_top_k(5);
+    score(queries, |query, at| {
+        let vector = vectors.get(at).and_then(Option::as_deref);
+        base.search_legs(&query.query, legs, vector)
+    })
+}
+
+fn score(
+    queries: &[LabeledQuery],
+    mut search: impl FnMut(&LabeledQuery, usize) -> Result<Value>,
+) -> Result<(BTreeMap<String, Scores>, Vec<QueryOutcome>)> {
     let mut outcomes = Vec::with_capacity(queries.len());
-    for query in queries {
-        let response = base.search(&query.query)?;
+    for (at, query) in queries.iter().enumerate() {
+        let response = search(query, at)?;
         let rank = response["documents"]
             .as_array()
             .into_iter()

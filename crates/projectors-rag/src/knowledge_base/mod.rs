@@ -63,10 +63,12 @@ pub mod evaluation;
 mod files;
 mod index;
 pub(crate) mod markdown;
+mod vectors;
 
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
 use async_trait::async_trait;
 use invocation_core::ExecutionContext;
@@ -75,14 +77,20 @@ use tantivy::collector::TopDocs;
 use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
 use tantivy::schema::{IndexRecordOption, Value as _};
 use tantivy::tokenizer::TextAnalyzer;
-use tantivy::{Index, Searcher, TantivyDocument, Term};
+use tantivy::{DocAddress, Index, Searcher, TantivyDocument, Term};
 
 pub use analysis::{ANALYZER_VERSION, CjkSegmenter};
 pub use index::{Change, FileFailure, IndexReport, Rebuild};
 pub use markdown::{FileChunk, split_knowledge_file};
+pub use vectors::{
+    EVIDENCE_SIMILARITY_CHINESE, EVIDENCE_SIMILARITY_JAPANESE, EVIDENCE_SIMILARITY_KOREAN,
+    EVIDENCE_SIMILARITY_LATIN, EmbedReport, VECTORS_NOT_READY, VectorOptions, evidence_similarity,
+};
 
+use crate::embeddings::{EmbedError, Embedder};
 use crate::{Error, KnowledgeSource, KnowledgeSourceError, Result};
 use index::{DirIndex, Fields};
+use vectors::{Nearest, VectorLeg, VectorTable};
 
 /// Size target of a chunk in bytes. Sections up to it are one chunk; longer
 /// ones are split at paragraph boundaries. Below the projector's default
@@ -96,6 +104,10 @@ pub const MAX_QUERY_TERMS: usize = 32;
 pub const HIGH_COVERAGE: f64 = 0.75;
 /// Smallest share of the query's terms a chunk must cover to be `medium`.
 pub const MEDIUM_COVERAGE: f64 = 0.4;
+/// Candidates each leg brings to the fusion.
+pub const FUSION_CANDIDATES: usize = 20;
+/// The rank constant of reciprocal rank fusion.
+pub const RRF_K: f64 = 60.0;
 
 /// The runbooks shipped with the crate: (file name, text).
 const BUNDLED: [(&str, &str); 7] = [
@@ -281,6 +293,10 @@ struct Shared {
     current: RwLock<Arc<Snapshot>>,
     /// The directory index, for [`MarkdownKnowledgeBase::refresh`].
     dir: Option<Mutex<DirIndex>>,
+    /// The persistent index's directory, where the vectors go beside it.
+    index_path: Option<PathBuf>,
+    /// The vector leg, once an embedder is attached.
+    vector: OnceLock<VectorLeg>,
 }
 
 /// A [`KnowledgeSource`] over Markdown (and plain-text) documents, indexed
@@ -365,12 +381,15 @@ impl MarkdownKnowledgeBase {
             chunks: report.chunks,
             unavailable: None,
         };
+        let index_path = dir_index.index_path.clone();
         let base = Self {
             shared: Arc::new(Shared {
                 fields,
                 analyzer,
                 current: RwLock::new(Arc::new(snapshot)),
                 dir: Some(Mutex::new(dir_index)),
+                index_path,
+                vector: OnceLock::new(),
             }),
             top_k: DEFAULT_TOP_K,
         };
@@ -431,6 +450,8 @@ impl MarkdownKnowledgeBase {
                 analyzer,
                 current: RwLock::new(Arc::new(snapshot)),
                 dir: None,
+                index_path: None,
+                vector: OnceLock::new(),
             }),
             top_k: DEFAULT_TOP_K,
         })
@@ -551,6 +572,109 @@ impl MarkdownKnowledgeBase {
     pub fn search(&self, query: &str) -> Result<Value> {
         search(&self.shared, &self.snapshot(), self.top_k, query)
     }
+
+    /// Attaches the vector leg: `embedder` embeds every chunk (see
+    /// [`embed_chunks`](Self::embed_chunks)) and each query, and searches
+    /// fuse its nearest chunks with BM25's. The first embedder attached
+    /// stays; `false` when one already was.
+    pub fn set_embedder(&self, embedder: Arc<dyn Embedder>, options: VectorOptions) -> bool {
+        let leg = VectorLeg::new(embedder, options, self.shared.index_path.as_deref());
+        self.shared.vector.set(leg).is_ok()
+    }
+
+    /// Embeds the chunks of the current index whose vectors are not known
+    /// yet (kept beside a persistent index, keyed by chunk hash, so a later
+    /// process embeds nothing that did not change), then lets searches use
+    /// the vector leg. Call it after opening and after each
+    /// [`refresh`](Self::refresh); until it has run for the current index,
+    /// searches answer with BM25 alone (fallback [`VECTORS_NOT_READY`]).
+    /// `progress` hears (embedded, to embed). `None` without an embedder.
+    ///
+    /// # Errors
+    /// The embedder's [`EmbedError`]; searches keep answering with BM25.
+    pub async fn embed_chunks(
+        &self,
+        mut progress: impl FnMut(usize, usize) + Send,
+    ) -> Result<Option<EmbedReport>, EmbedError> {
+        let Some(leg) = self.shared.vector.get() else {
+            return Ok(None);
+        };
+        let searcher = self.snapshot().searcher.clone();
+        let synced = leg.sync(searcher, self.shared.fields, &mut progress).await;
+        leg.note_sync(synced.as_ref().err().map(EmbedError::code));
+        synced.map(Some)
+    }
+
+    /// Embeds `query` as the vector leg does (for evaluations).
+    ///
+    /// # Errors
+    /// [`EmbedError`], [`EmbedError::Unavailable`] without an embedder.
+    pub async fn embed_query(&self, query: &str) -> Result<Vec<f32>, EmbedError> {
+        let Some(leg) = self.shared.vector.get() else {
+            return Err(EmbedError::Unavailable {
+                message: "no embedder is attached".to_owned(),
+            });
+        };
+        leg.embed_query(query).await
+    }
+
+    /// How often a search answered with BM25 alone although an embedder is
+    /// attached, per reason code ([`EmbedError::code`] or
+    /// [`VECTORS_NOT_READY`]).
+    #[must_use]
+    pub fn vector_fallbacks(&self) -> BTreeMap<&'static str, u64> {
+        self.shared
+            .vector
+            .get()
+            .map(VectorLeg::fallbacks)
+            .unwrap_or_default()
+    }
+
+    /// Searches with the given `legs` and the query's vector (from
+    /// [`embed_query`](Self::embed_query)): what
+    /// [`evaluation`](crate::evaluation) compares. [`Legs::Bm25`] is
+    /// [`search`](Self::search).
+    ///
+    /// # Errors
+    /// As [`search`](Self::search).
+    pub fn search_legs(&self, query: &str, legs: Legs, vector: Option<&[f32]>) -> Result<Value> {
+        let snapshot = self.snapshot();
+        let leg = self.shared.vector.get();
+        let table = leg
+            .and_then(VectorLeg::table)
+            .filter(|table| table.serves(&snapshot.searcher));
+        let plan = match (legs, table.as_deref(), vector, leg) {
+            (Legs::Bm25, ..) | (_, None, ..) | (_, _, None, _) | (_, _, _, None) => None,
+            (_, Some(table), Some(vector), Some(leg)) => Some(VectorPlan {
+                table,
+                query: vector,
+                min_similarity: leg.options.min_similarity_for(query),
+                model: leg.embedder.model_id(),
+            }),
+        };
+        let legs = if plan.is_none() { Legs::Bm25 } else { legs };
+        search_plan(
+            &self.shared,
+            &snapshot,
+            self.top_k,
+            query,
+            legs,
+            plan.as_ref(),
+            None,
+        )
+    }
+}
+
+/// Which retrieval legs a search uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Legs {
+    /// BM25 alone.
+    Bm25,
+    /// The vector leg alone (chunks at or above the evidence similarity).
+    Vector,
+    /// Both, fused by reciprocal rank.
+    Fused,
 }
 
 #[async_trait]
@@ -566,10 +690,51 @@ impl KnowledgeSource for MarkdownKnowledgeBase {
         let snapshot = self.snapshot();
         let top_k = self.top_k;
         let query = query.to_owned();
-        tokio::task::spawn_blocking(move || search(&shared, &snapshot, top_k, &query))
-            .await
-            .map_err(KnowledgeSourceError::permanent)?
-            .map_err(KnowledgeSourceError::from)
+        // The vector leg: the query's vector when the leg is ready, else the
+        // reason it is not (BM25 answers alone, and says so).
+        let mut vector: Option<(Arc<VectorTable>, Vec<f32>)> = None;
+        let mut fallback = None;
+        if let Some(leg) = shared.vector.get() {
+            match leg.table().filter(|table| table.serves(&snapshot.searcher)) {
+                None => fallback = Some(leg.not_ready()),
+                Some(table) => match leg.embed_query(&query).await {
+                    Ok(query_vector) => vector = Some((table, query_vector)),
+                    Err(error) => fallback = Some(error.code()),
+                },
+            }
+            if let Some(code) = fallback {
+                leg.note_fallback(code);
+            }
+        }
+        tokio::task::spawn_blocking(move || {
+            let leg = shared.vector.get();
+            let plan = vector
+                .as_ref()
+                .zip(leg)
+                .map(|((table, query_vector), leg)| VectorPlan {
+                    table,
+                    query: query_vector,
+                    min_similarity: leg.options.min_similarity_for(&query),
+                    model: leg.embedder.model_id(),
+                });
+            let legs = if plan.is_some() {
+                Legs::Fused
+            } else {
+                Legs::Bm25
+            };
+            search_plan(
+                &shared,
+                &snapshot,
+                top_k,
+                &query,
+                legs,
+                plan.as_ref(),
+                fallback,
+            )
+        })
+        .await
+        .map_err(KnowledgeSourceError::permanent)?
+        .map_err(KnowledgeSourceError::from)
     }
 }
 
@@ -585,7 +750,38 @@ struct Hit {
     text: String,
 }
 
+/// The vector leg of one search: the table of the snapshot's searcher and
+/// the query's unit vector.
+struct VectorPlan<'a> {
+    table: &'a VectorTable,
+    query: &'a [f32],
+    min_similarity: f32,
+    model: &'a str,
+}
+
+/// One chunk of the fused ranking.
+#[derive(Debug, Clone, Copy)]
+struct Ranked {
+    address: DocAddress,
+    score: f32,
+    bm25_rank: Option<usize>,
+    similarity: Option<f32>,
+    vector_rank: Option<usize>,
+}
+
 fn search(shared: &Shared, snapshot: &Snapshot, top_k: usize, query: &str) -> Result<Value> {
+    search_plan(shared, snapshot, top_k, query, Legs::Bm25, None, None)
+}
+
+fn search_plan(
+    shared: &Shared,
+    snapshot: &Snapshot,
+    top_k: usize,
+    query: &str,
+    legs: Legs,
+    vector: Option<&VectorPlan<'_>>,
+    fallback: Option<&'static str>,
+) -> Result<Value> {
     if let Some(error) = &snapshot.unavailable {
         return Err(Error::Unavailable {
             source: Arc::clone(error),
@@ -600,25 +796,70 @@ fn search(shared: &Shared, snapshot: &Snapshot, top_k: usize, query: &str) -> Re
             terms.push(term);
         }
     }
-    let hits = if terms.is_empty() || snapshot.chunks == 0 {
+    let vector = vector.filter(|_| legs != Legs::Bm25);
+    let candidates = if vector.is_some() {
+        top_k.max(FUSION_CANDIDATES)
+    } else {
+        top_k
+    };
+    let bm25 = if legs == Legs::Vector || terms.is_empty() || snapshot.chunks == 0 {
         Vec::new()
     } else {
-        top_chunks(&shared.fields, &snapshot.searcher, top_k, &terms)
+        bm25_top(&shared.fields, &snapshot.searcher, candidates, &terms)
             .map_err(|source| Error::Search { source })?
     };
+    let nearest = vector.map_or_else(Nearest::default, |plan| {
+        plan.table.nearest(plan.query, candidates)
+    });
+    // An exact match is not overruled by similarity: BM25's first chunk
+    // stays first when it covers a good share of the query's terms
+    // (`medium` or `high`).
+    let pin_first = match (vector, bm25.first()) {
+        (Some(_), Some((_, address))) if legs == Legs::Fused => {
+            let first = hit_at(&shared.fields, &snapshot.searcher, *address, 0.0)
+                .map_err(|source| Error::Search { source })?;
+            let chunk_terms = index::chunk_terms(
+                &shared.analyzer,
+                &first.title,
+                &first.heading_path,
+                &first.text,
+            );
+            let matched = terms.iter().filter(|t| chunk_terms.contains(*t)).count();
+            level_for(matched, terms.len()) != "low"
+        }
+        _ => false,
+    };
+    let ranked = rank(legs, top_k, &bm25, &nearest, vector, pin_first);
+    let hits = ranked
+        .iter()
+        .map(|ranked| {
+            hit_at(
+                &shared.fields,
+                &snapshot.searcher,
+                ranked.address,
+                ranked.score,
+            )
+        })
+        .collect::<tantivy::Result<Vec<Hit>>>()
+        .map_err(|source| Error::Search { source })?;
 
     let mut best: Option<&'static str> = None;
     let documents: Vec<Value> = hits
         .iter()
-        .map(|hit| {
+        .zip(&ranked)
+        .map(|(hit, ranked)| {
             let chunk_terms =
                 index::chunk_terms(&shared.analyzer, &hit.title, &hit.heading_path, &hit.text);
             let matched: Vec<&String> = terms.iter().filter(|t| chunk_terms.contains(*t)).collect();
-            let level = level_for(matched.len(), terms.len());
-            if best.is_none_or(|b| rank(level) < rank(b)) {
+            let coverage = level_for(matched.len(), terms.len());
+            let level = match vector {
+                None => coverage,
+                Some(plan) => agreement_level(ranked, coverage, plan.min_similarity),
+            };
+            if best.is_none_or(|b| level_rank(level) < level_rank(b)) {
                 best = Some(level);
             }
-            json!({
+            let mut document = json!({
                 "document_id": hit.document_id,
                 "chunk_id": format!("{}#{}", hit.document_id, hit.ordinal),
                 "source": hit.source,
@@ -633,19 +874,67 @@ fn search(shared: &Shared, snapshot: &Snapshot, top_k: usize, query: &str) -> Re
                     "byte_start": hit.start,
                     "byte_end": hit.end,
                 },
-            })
+            });
+            if vector.is_some()
+                && let Some(object) = document.as_object_mut()
+            {
+                object.insert(
+                    "bm25_rank".to_owned(),
+                    json!(ranked.bm25_rank.map(|r| r + 1)),
+                );
+                object.insert(
+                    "vector_rank".to_owned(),
+                    json!(ranked.vector_rank.map(|r| r + 1)),
+                );
+                object.insert("similarity".to_owned(), json!(ranked.similarity));
+                object.insert(
+                    "standing".to_owned(),
+                    json!(ranked.similarity.map(|s| nearest.standing(s))),
+                );
+            }
+            document
         })
         .collect();
+    let mut trace = json!({
+        "analyzed_terms": terms,
+        "top_k": top_k,
+        "indexed_chunks": snapshot.chunks,
+        "fields": {"title": 2.0, "heading_path": 2.0, "text": 1.0},
+    });
+    if let Some(object) = trace.as_object_mut() {
+        match (legs, vector) {
+            (Legs::Vector, Some(_)) => object.insert("legs".to_owned(), json!(["vector"])),
+            (Legs::Fused, Some(_)) => object.insert("legs".to_owned(), json!(["bm25", "vector"])),
+            _ => object.insert("legs".to_owned(), json!(["bm25"])),
+        };
+        if let Some(plan) = vector {
+            object.insert(
+                "vector".to_owned(),
+                json!({
+                    "model": plan.model,
+                    "min_similarity": plan.min_similarity,
+                    "candidates": candidates,
+                    "rrf_k": RRF_K,
+                    "nearest_similarity": nearest.hits.first().map(|(similarity, _)| *similarity),
+                    "nearest_standing": nearest.hits.first().map(|(similarity, _)| nearest.standing(*similarity)),
+                    "mean_similarity": nearest.mean,
+                }),
+            );
+        }
+        if let Some(code) = fallback {
+            object.insert("fallback".to_owned(), json!(code));
+        }
+    }
+    let engine = if vector.is_some() {
+        "tantivy-bm25+vector"
+    } else {
+        "tantivy-bm25"
+    };
     let mut response = json!({
-        "engine": "tantivy-bm25",
+        "engine": engine,
         "query": query,
         "documents": documents,
-        "retrieval_trace": {
-            "analyzed_terms": terms,
-            "top_k": top_k,
-            "indexed_chunks": snapshot.chunks,
-            "fields": {"title": 2.0, "heading_path": 2.0, "text": 1.0},
-        },
+        "retrieval_trace": trace,
     });
     if let (Some(level), Some(object)) = (best, response.as_object_mut()) {
         object.insert("relevance_level".to_owned(), Value::from(level));
@@ -653,12 +942,125 @@ fn search(shared: &Shared, snapshot: &Snapshot, top_k: usize, query: &str) -> Re
     Ok(response)
 }
 
-fn top_chunks(
+/// The `top_k` chunks of the search: BM25's order alone, the vector leg's
+/// evidence alone, or both fused by reciprocal rank. In the fusion a chunk
+/// either leg brought scores `1/(k + rank)` per leg that ranked it. When
+/// BM25 found nothing, a chunk of the vector leg enters only at or above the
+/// evidence similarity, so an unrelated question still finds nothing; when
+/// BM25 found evidence, the vector leg's candidates compete by rank. With
+/// `pin_first`, BM25's first chunk stays first.
+fn rank(
+    legs: Legs,
+    top_k: usize,
+    bm25: &[(f32, DocAddress)],
+    nearest: &Nearest,
+    vector: Option<&VectorPlan<'_>>,
+    pin_first: bool,
+) -> Vec<Ranked> {
+    let Some(plan) = vector else {
+        return bm25
+            .iter()
+            .take(top_k)
+            .enumerate()
+            .map(|(at, (score, address))| Ranked {
+                address: *address,
+                score: *score,
+                bm25_rank: Some(at),
+                similarity: None,
+                vector_rank: None,
+            })
+            .collect();
+    };
+    let mut by_address: HashMap<DocAddress, Ranked> = HashMap::new();
+    if legs == Legs::Fused {
+        for (at, (_, address)) in bm25.iter().enumerate() {
+            by_address.insert(
+                *address,
+                Ranked {
+                    address: *address,
+                    score: 0.0,
+                    bm25_rank: Some(at),
+                    similarity: None,
+                    vector_rank: None,
+                },
+            );
+        }
+    }
+    for (at, (similarity, address)) in nearest.hits.iter().enumerate() {
+        let evidence =
+            *similarity >= plan.min_similarity || (legs == Legs::Fused && !bm25.is_empty());
+        match by_address.get_mut(address) {
+            Some(ranked) => {
+                ranked.similarity = Some(*similarity);
+                ranked.vector_rank = Some(at);
+            }
+            None if evidence => {
+                by_address.insert(
+                    *address,
+                    Ranked {
+                        address: *address,
+                        score: 0.0,
+                        bm25_rank: None,
+                        similarity: Some(*similarity),
+                        vector_rank: Some(at),
+                    },
+                );
+            }
+            None => {}
+        }
+    }
+    let mut ranked: Vec<Ranked> = by_address
+        .into_values()
+        .map(|mut ranked| {
+            let reciprocal = |rank: Option<usize>| {
+                #[allow(clippy::cast_precision_loss)] // ranks are below FUSION_CANDIDATES
+                rank.map_or(0.0, |rank| 1.0 / (RRF_K + rank as f64 + 1.0))
+            };
+            #[allow(clippy::cast_possible_truncation)] // a score, not an amount
+            {
+                ranked.score =
+                    (reciprocal(ranked.bm25_rank) + reciprocal(ranked.vector_rank)) as f32;
+            }
+            ranked
+        })
+        .collect();
+    ranked.sort_by(|a, b| {
+        let pinned = |r: &Ranked| pin_first && r.bm25_rank == Some(0);
+        pinned(b)
+            .cmp(&pinned(a))
+            .then_with(|| b.score.total_cmp(&a.score))
+            .then_with(|| {
+                a.bm25_rank
+                    .unwrap_or(usize::MAX)
+                    .cmp(&b.bm25_rank.unwrap_or(usize::MAX))
+            })
+            .then_with(|| a.address.cmp(&b.address))
+    });
+    ranked.truncate(top_k);
+    ranked
+}
+
+/// The level of a fused hit, from the agreement of the legs: both found it
+/// (BM25 ranked it, the vector leg at evidence similarity) → `high`; BM25
+/// alone → its term coverage, at most `medium`; the vector leg alone →
+/// `medium` when it is the nearest chunk of all, else `low`.
+fn agreement_level(ranked: &Ranked, coverage: &'static str, min_similarity: f32) -> &'static str {
+    let vector_agrees = ranked.similarity.is_some_and(|s| s >= min_similarity);
+    match (ranked.bm25_rank.is_some(), vector_agrees) {
+        (true, true) => "high",
+        (true, false) if coverage == "high" => "medium",
+        (true, false) => coverage,
+        (false, _) if ranked.vector_rank == Some(0) => "medium",
+        (false, _) => "low",
+    }
+}
+
+fn bm25_top(
     fields: &Fields,
     searcher: &Searcher,
-    top_k: usize,
+    limit: usize,
     terms: &[String],
-) -> tantivy::Result<Vec<Hit>> {
+) -> tantivy::Result<Vec<(f32, DocAddress)>> {
     let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::with_capacity(terms.len() * 3);
     for term in terms {
         for (field, boost) in [
@@ -677,36 +1079,40 @@ fn top_chunks(
         }
     }
     let query = BooleanQuery::new(clauses);
-    let top = searcher.search(&query, &TopDocs::with_limit(top_k).order_by_score())?;
-    let mut hits = Vec::with_capacity(top.len());
-    for (score, address) in top {
-        let document: TantivyDocument = searcher.doc(address)?;
-        let text = |field| {
-            document
-                .get_first(field)
-                .and_then(|value| value.as_str())
-                .unwrap_or_default()
-                .to_owned()
-        };
-        let number = |field| {
-            document
-                .get_first(field)
-                .and_then(|value| value.as_u64())
-                .unwrap_or_default()
-        };
-        hits.push(Hit {
-            score,
-            document_id: text(fields.document_id),
-            source: text(fields.source),
-            title: text(fields.title),
-            heading_path: serde_json::from_str(&text(fields.headings_json)).unwrap_or_default(),
-            ordinal: number(fields.ordinal),
-            start: number(fields.start),
-            end: number(fields.end),
-            text: text(fields.body),
-        });
-    }
-    Ok(hits)
+    searcher.search(&query, &TopDocs::with_limit(limit).order_by_score())
+}
+
+fn hit_at(
+    fields: &Fields,
+    searcher: &Searcher,
+    address: DocAddress,
+    score: f32,
+) -> tantivy::Result<Hit> {
+    let document: TantivyDocument = searcher.doc(address)?;
+    let text = |field| {
+        document
+            .get_first(field)
+            .and_then(|value| value.as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let number = |field| {
+        document
+            .get_first(field)
+            .and_then(|value| value.as_u64())
+            .unwrap_or_default()
+    };
+    Ok(Hit {
+        score,
+        document_id: text(fields.document_id),
+        source: text(fields.source),
+        title: text(fields.title),
+        heading_path: serde_json::from_str(&text(fields.headings_json)).unwrap_or_default(),
+        ordinal: number(fields.ordinal),
+        start: number(fields.start),
+        end: number(fields.end),
+        text: text(fields.body),
+    })
 }
 
 /// `high`, `medium` or `low` from the share of query terms matched.
@@ -722,7 +1128,7 @@ fn level_for(matched: usize, total: usize) -> &'static str {
     }
 }
 
-fn rank(level: &str) -> u8 {
+fn level_rank(level: &str) -> u8 {
     match level {
         "high" => 0,
         "medium" => 1,
