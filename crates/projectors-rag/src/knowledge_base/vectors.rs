@@ -331,11 +331,9 @@ impl VectorLeg {
             .map_err(|_| EmbedError::Timeout {
                 millis: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
             })??;
-        let vector = embedded
-            .into_iter()
-            .next()
-            .ok_or_else(|| EmbedError::Malformed {
-                message: "no vector for the query".to_owned(),
+        let [vector] =
+            <[Vec<f32>; 1]>::try_from(embedded).map_err(|vectors| EmbedError::Malformed {
+                message: format!("{} vectors for one query", vectors.len()),
             })?;
         normalized(vector).ok_or_else(|| EmbedError::Malformed {
             message: "the query's vector is empty, zero or not finite".to_owned(),
