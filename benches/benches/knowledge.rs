@@ -22,8 +22,15 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use projectors_rag::evaluation::{LabeledQuery, evaluate};
-use projectors_rag::{CjkSegmenter, DirOptions, MarkdownDocument, MarkdownKnowledgeBase};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use projectors_rag::embeddings::LocalEmbedder;
+use projectors_rag::evaluation::{LabeledQuery, Scores, evaluate, evaluate_legs};
+use projectors_rag::{
+    CjkSegmenter, DirOptions, Legs, MarkdownDocument, MarkdownKnowledgeBase, VectorOptions,
+};
+use serde_json::Value;
 
 const FILES: usize = 3000;
 const FILE_BYTES: usize = 8000;
@@ -65,6 +72,8 @@ fn main() {
             }
         }
     }
+
+    let semantic_summary = semantic(&queries);
 
     let root = std::env::temp_dir().join(format!("bench-knowledge-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
@@ -158,13 +167,207 @@ fn main() {
     }
     let _ = std::fs::remove_dir_all(&root);
     println!(
-        "{} build_ram_ms={:.0} reopen_ms={:.0} p50_ms={:.2} p99_ms={:.2} process_ratio={process_ratio}",
+        "{} {semantic_summary} build_ram_ms={:.0} reopen_ms={:.0} p50_ms={:.2} p99_ms={:.2} process_ratio={process_ratio}",
         bigram_r5.join(" "),
         ms(ram_build),
         ms(reopen),
         ms(p50),
         ms(p99)
     );
+}
+
+/// Semantic retrieval with the local model: recall@5 and MRR of BM25, the
+/// vector leg and the fusion per language on the lexical and paraphrase
+/// slices, the evidence threshold against unrelated queries, query CPU and
+/// indexing CPU per MB.
+fn semantic(lexical: &[LabeledQuery]) -> String {
+    let Some(files) = testkit::embedder_files() else {
+        println!("== semantic retrieval: skipped (the local embedder is not fetched)");
+        return "semantic=skipped".to_owned();
+    };
+    let paraphrase = LabeledQuery::parse_set(include_str!(
+        "../../crates/projectors-rag/tests/data/paraphrase_queries.json"
+    ))
+    .unwrap();
+    let unrelated: Vec<Value> = serde_json::from_str(include_str!(
+        "../../crates/projectors-rag/tests/data/unrelated_queries.json"
+    ))
+    .unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let embedder = LocalEmbedder::load(&files.library, &files.model).unwrap();
+    let documents: Vec<MarkdownDocument> = MarkdownDocument::bundled()
+        .into_iter()
+        .chain(MarkdownDocument::bundled_chinese())
+        .collect();
+    let corpus_bytes: usize = documents.iter().map(|d| d.text.len()).sum();
+    let base = MarkdownKnowledgeBase::from_documents(documents).unwrap();
+    assert!(base.set_embedder(Arc::new(embedder), VectorOptions::default()));
+    let before = process_cpu_ns();
+    let report = runtime
+        .block_on(base.embed_chunks(|_, _| {}))
+        .unwrap()
+        .unwrap();
+    let index_cpu_s = (process_cpu_ns() - before) as f64 / 1e9;
+    let index_cpu_per_mb = index_cpu_s / (corpus_bytes as f64 / 1e6);
+    println!(
+        "== semantic retrieval (multilingual-e5-small, local): {} chunks, {:.1} KB embedded in {index_cpu_s:.1} s CPU = {index_cpu_per_mb:.1} s CPU per MB",
+        report.chunks,
+        corpus_bytes as f64 / 1e3
+    );
+    let embed_all = |queries: &[String]| -> (Vec<Option<Vec<f32>>>, Vec<f64>) {
+        let mut vectors = Vec::new();
+        let mut cpu_ms = Vec::new();
+        for query in queries {
+            let before = process_cpu_ns();
+            vectors.push(Some(runtime.block_on(base.embed_query(query)).unwrap()));
+            cpu_ms.push((process_cpu_ns() - before) as f64 / 1e6);
+        }
+        (vectors, cpu_ms)
+    };
+    let mut summary = Vec::new();
+    let mut query_cpu = Vec::new();
+    for (slice, set) in [("lexical", lexical), ("paraphrase", &paraphrase[..])] {
+        let texts: Vec<String> = set.iter().map(|q| q.query.clone()).collect();
+        let (vectors, cpu) = embed_all(&texts);
+        query_cpu.extend(cpu);
+        let mut by_legs: BTreeMap<&str, BTreeMap<String, Scores>> = BTreeMap::new();
+        let mut ranks = BTreeMap::new();
+        for (name, legs) in [
+            ("bm25", Legs::Bm25),
+            ("vector", Legs::Vector),
+            ("fused", Legs::Fused),
+        ] {
+            let (scores, outcomes) = evaluate_legs(&base, set, legs, &vectors).unwrap();
+            ranks.insert(name, outcomes);
+            by_legs.insert(name, scores);
+        }
+        println!("-- {slice} slice ({} queries): recall@5 / MRR", set.len());
+        let languages: Vec<String> = by_legs["bm25"].keys().cloned().collect();
+        for language in &languages {
+            let cell = |legs: &str| {
+                let s = by_legs[legs][language];
+                format!("{:.3} / {:.3}", s.recall_at_5, s.mrr)
+            };
+            println!(
+                "{language:<6} n={:<3} bm25 {}   vector {}   fused {}",
+                by_legs["bm25"][language].queries,
+                cell("bm25"),
+                cell("vector"),
+                cell("fused")
+            );
+        }
+        let all = |legs: &str| {
+            let outcomes = &ranks[legs];
+            outcomes.iter().filter(|o| o.rank.is_some()).count() as f64 / outcomes.len() as f64
+        };
+        println!(
+            "all    n={:<3} recall@5 bm25 {:.3} vector {:.3} fused {:.3}",
+            set.len(),
+            all("bm25"),
+            all("vector"),
+            all("fused")
+        );
+        let worse: Vec<String> = ranks["bm25"]
+            .iter()
+            .zip(&ranks["fused"])
+            .filter(|(b, f)| b.rank.is_some() && f.rank.is_none_or(|f| Some(f) > b.rank))
+            .map(|(b, f)| format!("{:?} {:?}->{:?}", b.query.query, b.rank, f.rank))
+            .collect();
+        println!(
+            "queries ranked lower fused than by BM25: {} {worse:?}",
+            worse.len()
+        );
+        summary.push(format!("{slice}_fused_r5={:.3}", all("fused")));
+        summary.push(format!("{slice}_bm25_r5={:.3}", all("bm25")));
+    }
+    // The evidence threshold: the nearest chunk of unrelated questions.
+    let mut found = Vec::new();
+    let mut bm25_found = 0;
+    println!(
+        "-- unrelated queries: nearest similarity (evidence thresholds: Latin {}, zh {}, ja {}, ko {})",
+        projectors_rag::EVIDENCE_SIMILARITY_LATIN,
+        projectors_rag::EVIDENCE_SIMILARITY_CHINESE,
+        projectors_rag::EVIDENCE_SIMILARITY_JAPANESE,
+        projectors_rag::EVIDENCE_SIMILARITY_KOREAN
+    );
+    let mut by_language: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for item in &unrelated {
+        let query = item["query"].as_str().unwrap();
+        let vector = runtime.block_on(base.embed_query(query)).unwrap();
+        let response = base.search_legs(query, Legs::Fused, Some(&vector)).unwrap();
+        let nearest = response["retrieval_trace"]["vector"]["nearest_similarity"]
+            .as_f64()
+            .unwrap_or(0.0);
+        by_language
+            .entry(item["language"].as_str().unwrap().to_owned())
+            .or_default()
+            .push(nearest);
+        let bm25 = base.search_legs(query, Legs::Bm25, None).unwrap();
+        let has = |response: &Value| {
+            response["documents"]
+                .as_array()
+                .is_some_and(|d| !d.is_empty())
+        };
+        if has(&response) && !has(&bm25) {
+            found.push(query.to_owned());
+        }
+        if has(&bm25) {
+            bm25_found += 1;
+        }
+    }
+    for (language, values) in &by_language {
+        let (median, min, max) = aci_bench::spread(values);
+        println!(
+            "{language:<4} n={:<3} nearest min {min:.3} median {median:.3} max {max:.3}",
+            values.len()
+        );
+    }
+    println!(
+        "unrelated queries: {bm25_found} of {} answered by BM25 (a shared word), {} more by the vector leg {found:?}",
+        unrelated.len(),
+        found.len()
+    );
+    let embed_cpu_ms = aci_bench::median(query_cpu);
+    // A whole query as lookup_knowledge runs it: embedding, both legs,
+    // fusion, response.
+    let context = invocation_core::ExecutionContext {
+        run_id: aci_contracts::RunId::new("bench").unwrap(),
+        tool_call_id: aci_contracts::ToolCallId::new("bench").unwrap(),
+        now: aci_contracts::Timestamp::from_unix_millis(0),
+        deadline: None,
+    };
+    let mut whole = Vec::new();
+    for query in paraphrase.iter().chain(lexical) {
+        let before = process_cpu_ns();
+        runtime
+            .block_on(projectors_rag::KnowledgeSource::retrieve(
+                &base,
+                &query.query,
+                &context,
+            ))
+            .unwrap();
+        whole.push((process_cpu_ns() - before) as f64 / 1e6);
+    }
+    let query_cpu_ms = aci_bench::median(whole);
+    println!(
+        "query CPU, median: {query_cpu_ms:.1} ms for the whole search (goal <= 50 ms), {embed_cpu_ms:.1} ms of it embedding the query"
+    );
+    summary.push(format!("unrelated_vector_evidence={}", found.len()));
+    summary.push(format!("query_cpu_ms={query_cpu_ms:.1}"));
+    summary.push(format!("index_cpu_s_per_mb={index_cpu_per_mb:.1}"));
+    summary.join(" ")
+}
+
+/// CPU time of every thread of this process, in nanoseconds
+/// (`/proc/self/task/*/schedstat`).
+fn process_cpu_ns() -> u64 {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|task| {
+            let stat = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
+            stat.split_whitespace().next()?.parse::<u64>().ok()
+        })
+        .sum()
 }
 
 fn aci_call(aci: &Path, config: &Path) -> Duration {
