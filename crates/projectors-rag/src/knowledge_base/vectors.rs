@@ -47,6 +47,11 @@ pub struct VectorOptions {
     /// leg found counts as evidence, for every query; `None` uses the
     /// calibrated value of the query's script ([`evidence_similarity`]).
     pub min_similarity: Option<f32>,
+    /// Where vectors persist for a base without a persistent index (the
+    /// bundled runbooks, `persistent = false`): `<dir>/<model-hash>.bin`.
+    /// `None` keeps them in RAM. A base with a persistent index keeps them
+    /// beside it and ignores this.
+    pub vectors_dir: Option<PathBuf>,
 }
 
 impl Default for VectorOptions {
@@ -54,6 +59,7 @@ impl Default for VectorOptions {
         Self {
             query_timeout: Duration::from_secs(2),
             min_similarity: None,
+            vectors_dir: None,
         }
     }
 }
@@ -265,12 +271,19 @@ impl VectorLeg {
         options: VectorOptions,
         index_path: Option<&Path>,
     ) -> Self {
-        let file = index_path.map(|path| {
-            let digest = Sha256::digest(embedder.model_id().as_bytes());
-            let mut dir = path.as_os_str().to_owned();
-            dir.push(".vectors");
-            PathBuf::from(dir).join(format!("{}.bin", &hex(&digest)[..16]))
-        });
+        let name = format!(
+            "{}.bin",
+            &hex(&Sha256::digest(embedder.model_id().as_bytes()))[..16]
+        );
+        let file = match (index_path, &options.vectors_dir) {
+            (Some(path), _) => {
+                let mut dir = path.as_os_str().to_owned();
+                dir.push(".vectors");
+                Some(PathBuf::from(dir).join(name))
+            }
+            (None, Some(dir)) => Some(dir.join(name)),
+            (None, None) => None,
+        };
         Self {
             embedder,
             options,
