@@ -143,6 +143,9 @@ type SetThreads = unsafe extern "C" fn(c_int);
 /// never unloaded: valid for the life of the process.
 #[derive(Clone, Copy)]
 struct Api {
+    /// The library, never unloaded, kept reachable here (a leak checker sees
+    /// it referenced by the process-wide map, not lost).
+    _library: &'static libloading::Library,
     load_mem: LoadMem,
     free: Free,
     dim: Dim,
@@ -235,6 +238,7 @@ fn open_library(path: &Path) -> Result<Api, LoadError> {
     let set_threads =
         *unsafe { library.get::<SetThreads>(b"omp_set_num_threads\0") }.map_err(library_error)?;
     let api = Api {
+        _library: library,
         load_mem,
         free,
         dim,
