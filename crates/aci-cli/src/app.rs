@@ -55,9 +55,10 @@ struct RunSettings {
 #[derive(Debug)]
 pub(crate) struct App {
     pub(crate) boundary: ToolBoundary,
-    /// The knowledge base of `[knowledge] dir` (shared with the tool), for the
-    /// serve-time watcher; `None` for the bundled runbooks.
-    pub(crate) knowledge: Option<MarkdownKnowledgeBase>,
+    /// The knowledge base `lookup_knowledge` searches (a clone shares its
+    /// index): the serve-time watcher refreshes it when it has a directory,
+    /// and the metrics read its vector fallbacks.
+    pub(crate) knowledge: MarkdownKnowledgeBase,
     /// With the memory store and `[archive]`: the archiver of its outbox,
     /// which this process runs (a Redis store's outbox is emptied by `aci
     /// archive` processes instead).
@@ -72,6 +73,9 @@ impl App {
         let spec = StoreSpec::parse(store.or(config.store.as_deref()).unwrap_or("memory"))?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let (store, archive) = open_store(&spec, config, &clock).await?;
+        if let Some(embeddings) = &config.knowledge.embeddings {
+            embeddings.check()?;
+        }
         let (knowledge, report) = crate::index::open_knowledge(&config.knowledge, report_progress)?;
         if let Some(report) = &report {
             eprintln!(
@@ -83,7 +87,13 @@ impl App {
                 report.failed.len()
             );
         }
-        let watched = report.is_some().then(|| knowledge.clone());
+        crate::embeddings::attach(
+            config.knowledge.embeddings.as_ref(),
+            &knowledge,
+            crate::embeddings::vectors_dir(&config.knowledge),
+            |_, _| {},
+        )
+        .await?;
         let limits = config
             .limits
             .into_limits()
@@ -98,14 +108,14 @@ impl App {
             .clock(Arc::clone(&clock))
             .redactor(redactor)
             .limits(limits)
-            .tool(lookup_knowledge_tool(knowledge))
+            .tool(lookup_knowledge_tool(knowledge.clone()))
             .tool(logs_tool(config)?)
             .tool(query_mysql_tool(mysql))
             .build()
             .map_err(|e| CliError::config(format!("tools: {e}")))?;
         Ok(Self {
             boundary,
-            knowledge: watched,
+            knowledge,
             archive,
             run: RunSettings {
                 deadline: config.run.deadline_secs.map(Duration::from_secs),

@@ -82,7 +82,7 @@ pub(crate) async fn run(command: Command) -> Result<ExitCode, CliError> {
                 Some(path) => Config::load(&path)?,
                 None => Config::default(),
             };
-            crate::index::run(&config)
+            crate::index::run(&config).await
         }
         Command::Recover {
             run,

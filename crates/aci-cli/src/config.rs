@@ -106,6 +106,8 @@ pub(crate) struct KnowledgeSection {
     pub(crate) dir: Option<PathBuf>,
     pub(crate) index_dir: Option<PathBuf>,
     pub(crate) persistent: Option<bool>,
+    /// `[knowledge.embeddings]`: the vector leg (absent: BM25 only).
+    pub(crate) embeddings: Option<crate::embeddings::EmbeddingsSection>,
 }
 
 impl Config {
@@ -254,6 +256,50 @@ mod tests {
         assert_eq!(jwt.leeway_secs, Some(30));
         assert_eq!(config.serve.max_in_flight, Some(64));
         assert_eq!(config.serve.max_in_flight_per_principal, Some(16));
+
+        // The two `[knowledge.embeddings]` examples are sections `aci`
+        // accepts, and between them show every key (a new key fails to
+        // compile here until the README shows it).
+        let embeddings: Vec<&crate::embeddings::EmbeddingsSection> = configs
+            .iter()
+            .filter_map(|c| c.knowledge.embeddings.as_ref())
+            .collect();
+        let [local, http] = embeddings[..] else {
+            panic!("README: one local and one http [knowledge.embeddings] example");
+        };
+        for section in [local, http] {
+            section
+                .check()
+                .unwrap_or_else(|e| panic!("README [knowledge.embeddings]: {e}"));
+        }
+        let crate::embeddings::EmbeddingsSection {
+            provider,
+            library,
+            model,
+            query_timeout_ms,
+            ..
+        } = local;
+        assert_eq!(provider.as_deref(), Some("local"));
+        assert!(library.is_some() && model.is_some() && query_timeout_ms.is_some());
+        let crate::embeddings::EmbeddingsSection {
+            provider,
+            library: None,
+            model: Some(_),
+            url: Some(_),
+            api_key_env: Some(_),
+            timeout_ms: Some(_),
+            max_retries: Some(_),
+            batch_size: Some(_),
+            query_prefix: Some(_),
+            passage_prefix: Some(_),
+            dimensions: Some(_),
+            query_timeout_ms: Some(_),
+            min_similarity: Some(_),
+        } = http
+        else {
+            panic!("README: the http example shows every key but `library`: {http:?}");
+        };
+        assert_eq!(provider.as_deref(), Some("http"));
     }
 
     #[test]

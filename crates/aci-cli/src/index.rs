@@ -50,11 +50,14 @@ pub(crate) fn index_dir(section: &KnowledgeSection) -> Option<PathBuf> {
 }
 
 /// `aci index`: builds or updates the index of `[knowledge] dir`.
-pub(crate) fn run(config: &Config) -> Result<ExitCode, CliError> {
+pub(crate) async fn run(config: &Config) -> Result<ExitCode, CliError> {
     if config.knowledge.dir.is_none() {
         return Err(CliError::config(
             "aci index needs a knowledge directory: set [knowledge] dir in the --config file",
         ));
+    }
+    if let Some(embeddings) = &config.knowledge.embeddings {
+        embeddings.check()?;
     }
     let bar = ProgressBar::new(0);
     bar.set_style(
@@ -63,7 +66,7 @@ pub(crate) fn run(config: &Config) -> Result<ExitCode, CliError> {
             .progress_chars("=> "),
     );
     bar.set_message("indexing knowledge");
-    let (_, report) = open_knowledge(&config.knowledge, |progress| match progress {
+    let (base, report) = open_knowledge(&config.knowledge, |progress| match progress {
         Progress::Found { files } => bar.set_length(files as u64),
         Progress::Read { done, .. } => bar.set_position(done as u64),
         Progress::Failed { path, code } => {
@@ -72,8 +75,35 @@ pub(crate) fn run(config: &Config) -> Result<ExitCode, CliError> {
         _ => {}
     })?;
     bar.finish_and_clear();
-    if let Some(report) = report {
-        print!("{}", summary(&report));
+    if let Some(report) = &report {
+        print!("{}", summary(report));
+    }
+    if config.knowledge.embeddings.is_some() {
+        let bar = ProgressBar::new(0);
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} chunks")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        bar.set_message("embedding chunks");
+        let embedded = crate::embeddings::attach(
+            config.knowledge.embeddings.as_ref(),
+            &base,
+            crate::embeddings::vectors_dir(&config.knowledge),
+            |done, total| {
+                bar.set_length(total as u64);
+                bar.set_position(done as u64);
+            },
+        )
+        .await?;
+        bar.finish_and_clear();
+        match embedded {
+            Some(report) => println!(
+                "{} chunks: {} embedded, {} reused",
+                report.chunks, report.embedded, report.reused
+            ),
+            None => println!("chunks not embedded: lookup_knowledge answers with BM25 alone"),
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -2,7 +2,9 @@
 //! knowledge directory is watched (notify, debounced), and a batch of changes
 //! to `.md`/`.txt` files (or to directories) refreshes the knowledge base,
 //! which updates its index incrementally and swaps its searcher atomically. A
-//! call in flight finishes on the searcher it started with.
+//! call in flight finishes on the searcher it started with. With
+//! `[knowledge.embeddings]`, the changed chunks are embedded next; until
+//! they are, searches answer with BM25 alone (fallback `VECTORS_NOT_READY`).
 
 use std::path::Path;
 use std::sync::mpsc;
@@ -25,8 +27,8 @@ pub(crate) struct KnowledgeWatch {
 /// Starts watching the app's knowledge directory, if it has one. A watcher
 /// that cannot start is reported on stderr; the server runs without it.
 pub(crate) fn watch(app: &App) -> Option<KnowledgeWatch> {
-    let base = app.knowledge.clone()?;
-    let dir = base.knowledge_dir()?;
+    let dir = app.knowledge.knowledge_dir()?;
+    let base = app.knowledge.clone();
     match start(base, &dir) {
         Ok(watch) => Some(watch),
         Err(error) => {
@@ -46,9 +48,10 @@ fn start(
     let (sender, events) = mpsc::channel::<DebounceEventResult>();
     let mut debouncer = new_debouncer(DEBOUNCE, None, sender)?;
     debouncer.watch(dir, RecursiveMode::Recursive)?;
+    let runtime = tokio::runtime::Handle::try_current().ok();
     let spawned = std::thread::Builder::new()
         .name("aci-knowledge-watch".to_owned())
-        .spawn(move || apply(&base, &events));
+        .spawn(move || apply(&base, &events, runtime.as_ref()));
     if let Err(error) = spawned {
         return Err(notify_debouncer_full::notify::Error::io(error));
     }
@@ -59,7 +62,11 @@ fn start(
 
 /// Refreshes `base` after each batch that touches a knowledge file, until
 /// the debouncer (the sender) is dropped.
-fn apply(base: &MarkdownKnowledgeBase, events: &mpsc::Receiver<DebounceEventResult>) {
+fn apply(
+    base: &MarkdownKnowledgeBase,
+    events: &mpsc::Receiver<DebounceEventResult>,
+    runtime: Option<&tokio::runtime::Handle>,
+) {
     for batch in events {
         let relevant = match batch {
             Ok(batch) => batch.iter().any(|event| {
@@ -91,6 +98,16 @@ fn apply(base: &MarkdownKnowledgeBase, events: &mpsc::Receiver<DebounceEventResu
             }
             Ok(None) => {}
             Err(error) => eprintln!("aci: knowledge refresh failed: {error}"),
+        }
+        // The watcher's own thread, not one of the runtime's: blocking on
+        // the embedding here is allowed and keeps refreshes in order.
+        if let Some(runtime) = runtime
+            && let Err(error) = runtime.block_on(base.embed_chunks(|_, _| {}))
+        {
+            eprintln!(
+                "aci: warning: embedding the changed knowledge chunks failed ({}): {error}",
+                error.code()
+            );
         }
     }
 }

@@ -23,6 +23,7 @@ mod app;
 mod archive;
 mod commands;
 mod config;
+mod embeddings;
 mod error;
 mod http;
 mod index;

@@ -50,8 +50,17 @@ fn call_lookup_knowledge_golden() {
     assert!(v["observation"].get("returned_count").is_none());
     assert!(v["control"]["returned_count"].as_u64().unwrap() >= 1);
     let text = stdout(&out).to_lowercase();
-    for forbidden in ["score", "trace", "metadata", "bm25"] {
+    for forbidden in ["score", "trace", "metadata"] {
         assert!(!text.contains(forbidden), "{forbidden} in {text}");
+    }
+    // Which retrieval legs ran is the harness's to see, never the model's.
+    assert_eq!(v["control"]["retrieval_legs"], serde_json::json!(["bm25"]));
+    let observation = v["observation"].to_string().to_lowercase();
+    for forbidden in ["bm25", "retrieval", "legs"] {
+        assert!(
+            !observation.contains(forbidden),
+            "{forbidden} in {observation}"
+        );
     }
 }
 

@@ -796,3 +796,127 @@ async fn the_backend_serves_vectors_of_a_given_function() {
     let vectors = embedder.embed(&texts(2), EmbedRole::Query).await.unwrap();
     assert_eq!(vectors, [vec![0.5; 3], vec![0.5; 3]]);
 }
+
+/// The e5 role of an input by the prefix the client was configured with.
+#[cfg(feature = "local-embeddings")]
+fn e5_role(input: &str) -> (EmbedRole, &str) {
+    if let Some(text) = input.strip_prefix("query: ") {
+        (EmbedRole::Query, text)
+    } else if let Some(text) = input.strip_prefix("passage: ") {
+        (EmbedRole::Passage, text)
+    } else {
+        panic!("an input without a role prefix: {input:?}")
+    }
+}
+
+#[cfg(feature = "local-embeddings")]
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    let dot: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| f64::from(*x) * f64::from(*y))
+        .sum();
+    let norm = |v: &[f32]| v.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
+    dot / (norm(a) * norm(b))
+}
+
+/// A `/v1/embeddings` server in front of the local e5 model (what TEI
+/// serving multilingual-e5-small is), the role read from the prefix the
+/// client adds: `HttpEmbedder` configured with e5's prefixes returns the
+/// vectors `LocalEmbedder` computes directly, for queries and passages, and
+/// a text's query and passage vectors differ (the prefix picked the role).
+#[cfg(feature = "local-embeddings")]
+#[tokio::test(flavor = "multi_thread")]
+async fn an_http_embedder_in_front_of_the_local_model_returns_its_vectors() {
+    use projectors_rag::embeddings::LocalEmbedder;
+
+    let Some(files) = testkit::embedder_files() else {
+        return;
+    };
+    let local = Arc::new(LocalEmbedder::load(&files.library, &files.model).unwrap());
+    let model = Arc::clone(&local);
+    let backend = Backend::with_vectors([], Reply::Vectors, move |inputs| {
+        // The backend's function is synchronous; the model is not.
+        tokio::task::block_in_place(|| {
+            tokio::runtime::Handle::current().block_on(async {
+                let mut vectors = Vec::with_capacity(inputs.len());
+                for input in inputs {
+                    let (role, text) = e5_role(input);
+                    let mut one = model.embed(&[text.to_owned()], role).await.unwrap();
+                    vectors.push(one.remove(0));
+                }
+                vectors
+            })
+        })
+    });
+    let (_, url) = serve(backend.clone()).await;
+    let mut config = HttpEmbedderConfig::new(url, "intfloat/multilingual-e5-small");
+    config.query_prefix = "query: ".into();
+    config.passage_prefix = "passage: ".into();
+    config.batch_size = 3;
+    let http = HttpEmbedder::new(config).unwrap();
+
+    let queries: Vec<String> = [
+        "disk full on the node",
+        "ディスクがいっぱい",
+        "连接池耗尽",
+        "디스크 용량이 꽉 찼어요",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let passages: Vec<String> = [
+        "Writes fail with `No space left on device` (`ENOSPC`).",
+        "HikariCP 连接池耗尽，获取连接超时。",
+        "The kubelet evicts pods with the message `The node was low on resource: ephemeral-storage`.",
+        "Restart the process that holds deleted files open: `lsof +L1` lists them.",
+        "磁盘使用率超过 95%。",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    for (texts, role) in [
+        (&queries, EmbedRole::Query),
+        (&passages, EmbedRole::Passage),
+    ] {
+        let over_http = http.embed(texts, role).await.unwrap();
+        let direct = local.embed(texts, role).await.unwrap();
+        assert_eq!(over_http.len(), texts.len());
+        for ((text, a), b) in texts.iter().zip(&over_http).zip(&direct) {
+            let similarity = cosine(a, b);
+            assert!(
+                similarity > 0.9999,
+                "{role:?} {text:?}: cosine {similarity}"
+            );
+        }
+    }
+    // The prefix chose the role: a query's vector is not its passage's.
+    let as_passages = local.embed(&queries, EmbedRole::Passage).await.unwrap();
+    let as_queries = http.embed(&queries, EmbedRole::Query).await.unwrap();
+    for ((text, a), b) in queries.iter().zip(&as_queries).zip(&as_passages) {
+        let similarity = cosine(a, b);
+        assert!(similarity < 0.9999, "{text:?}: cosine {similarity}");
+    }
+    // Every input went out with its role's prefix, in batches of 3.
+    let seen = backend.seen();
+    assert!(seen.iter().all(|request| request.inputs().len() <= 3));
+    let inputs: Vec<String> = seen.iter().flat_map(Seen::inputs).collect();
+    assert_eq!(inputs.len(), 2 * queries.len() + passages.len());
+    assert!(
+        inputs[..queries.len()]
+            .iter()
+            .all(|i| i.starts_with("query: "))
+    );
+}
+
+/// Without the `local-embeddings` feature the comparison above cannot be
+/// built: say so, and fail where the local model is required.
+#[cfg(not(feature = "local-embeddings"))]
+#[test]
+fn the_local_model_comparison_needs_the_local_embeddings_feature() {
+    let message = "the HTTP-versus-local comparison needs `--features local-embeddings`";
+    assert!(
+        std::env::var("ACI_E5_REQUIRED").as_deref() != Ok("1"),
+        "{message} (ACI_E5_REQUIRED=1)"
+    );
+    eprintln!("skipped: {message}");
+}

@@ -9,6 +9,9 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use aci_contracts::{ErrorCode, EvidenceStatus, InvocationStatus, ToolName};
+use projectors_rag::{MarkdownKnowledgeBase, VECTORS_NOT_READY};
+use prometheus::core::{Collector, Desc};
+use prometheus::proto::MetricFamily;
 use prometheus::{
     Encoder as _, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
     TextEncoder,
@@ -102,6 +105,20 @@ impl Metrics {
         archive.register(&self.registry)
     }
 
+    /// Serves `aci_knowledge_vector_fallbacks_total{reason}`: the searches
+    /// `base` answered with BM25 alone although an embedder is attached,
+    /// read from it at each scrape. Register it with `[knowledge.embeddings]`
+    /// only: without an embedder there is no vector leg to fall back from.
+    pub(crate) fn register_knowledge(
+        &self,
+        base: &MarkdownKnowledgeBase,
+    ) -> Result<(), prometheus::Error> {
+        self.registry.register(Box::new(VectorFallbacks {
+            base: base.clone(),
+            desc: vector_fallback_counters()?,
+        }))
+    }
+
     /// Counts one answered call and its whole duration.
     pub(crate) fn call(
         &self,
@@ -164,6 +181,57 @@ impl CallObserver for Metrics {
             answer.code,
             elapsed,
         );
+    }
+}
+
+/// Every reason the knowledge base falls back to BM25 for
+/// ([`projectors_rag::EmbedError::code`] and [`VECTORS_NOT_READY`]): each is
+/// served from the first scrape, at 0 until it happens.
+const VECTOR_FALLBACK_REASONS: [&str; 5] = [
+    "EMBEDDER_UNAVAILABLE",
+    "EMBEDDER_TIMEOUT",
+    "EMBEDDER_FAILED",
+    "EMBEDDER_MALFORMED",
+    VECTORS_NOT_READY,
+];
+
+fn vector_fallback_counters() -> Result<IntCounterVec, prometheus::Error> {
+    IntCounterVec::new(
+        Opts::new(
+            "aci_knowledge_vector_fallbacks_total",
+            "lookup_knowledge searches answered with BM25 alone although an embedder is configured, by reason.",
+        ),
+        &["reason"],
+    )
+}
+
+/// The knowledge base's own per-reason count, exposed at scrape time (the
+/// base counts; a counter here would only copy it).
+struct VectorFallbacks {
+    base: MarkdownKnowledgeBase,
+    /// The family's description (its values are never used).
+    desc: IntCounterVec,
+}
+
+impl Collector for VectorFallbacks {
+    fn desc(&self) -> Vec<&Desc> {
+        self.desc.desc()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        // A fresh family per scrape: two concurrent scrapes never see each
+        // other's half-filled values.
+        let Ok(counters) = vector_fallback_counters() else {
+            return Vec::new();
+        };
+        for reason in VECTOR_FALLBACK_REASONS {
+            counters.with_label_values(&[reason]);
+        }
+        // The base's reasons are static codes: a closed set, never input.
+        for (reason, count) in self.base.vector_fallbacks() {
+            counters.with_label_values(&[reason]).inc_by(count);
+        }
+        counters.collect()
     }
 }
 
@@ -284,6 +352,67 @@ mod tests {
             "aci_archive_errors_total 0",
         ] {
             assert!(text.contains(name), "{name} in {text}");
+        }
+    }
+
+    /// An embedder whose every answer is an error.
+    #[derive(Debug)]
+    struct Refusing;
+
+    #[async_trait::async_trait]
+    impl projectors_rag::Embedder for Refusing {
+        fn model_id(&self) -> &'static str {
+            "refusing"
+        }
+
+        async fn embed(
+            &self,
+            _: &[String],
+            _: projectors_rag::EmbedRole,
+        ) -> Result<Vec<Vec<f32>>, projectors_rag::EmbedError> {
+            Err(projectors_rag::EmbedError::Failed {
+                message: "refused".to_owned(),
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn vector_fallbacks_are_read_from_the_knowledge_base_at_each_scrape() {
+        use projectors_rag::KnowledgeSource as _;
+
+        let metrics = Metrics::new().unwrap();
+        let base = MarkdownKnowledgeBase::bundled().unwrap();
+        assert!(base.set_embedder(
+            std::sync::Arc::new(Refusing),
+            projectors_rag::VectorOptions::default()
+        ));
+        metrics.register_knowledge(&base).unwrap();
+        let line = |reason: &str, count: u64| {
+            format!("aci_knowledge_vector_fallbacks_total{{reason=\"{reason}\"}} {count}")
+        };
+        let text = metrics.render(0);
+        for reason in VECTOR_FALLBACK_REASONS {
+            assert!(text.lines().any(|l| l == line(reason, 0)), "{text}");
+        }
+
+        let context = invocation_core::ExecutionContext {
+            run_id: aci_contracts::RunId::new("run-metrics").unwrap(),
+            tool_call_id: aci_contracts::ToolCallId::new("call-metrics").unwrap(),
+            now: aci_contracts::Timestamp::from_unix_millis(1_796_033_776_123),
+            deadline: None,
+        };
+        // Before the chunks are embedded, then after embedding them failed.
+        base.retrieve("disk full", &context).await.unwrap();
+        assert!(base.embed_chunks(|_, _| {}).await.is_err());
+        base.retrieve("disk full", &context).await.unwrap();
+        base.retrieve("pool exhausted", &context).await.unwrap();
+        let text = metrics.render(0);
+        for expected in [
+            line("VECTORS_NOT_READY", 1),
+            line("EMBEDDER_FAILED", 2),
+            line("EMBEDDER_TIMEOUT", 0),
+        ] {
+            assert!(text.lines().any(|l| l == expected), "{expected} in {text}");
         }
     }
 

@@ -81,6 +81,11 @@ pub(crate) async fn serve(app: App, config: &Config, options: HttpOptions) -> Re
             .register_archive(archive.metrics())
             .map_err(|e| CliError::config(format!("metrics: {e}")))?;
     }
+    if config.knowledge.embeddings.is_some() {
+        metrics
+            .register_knowledge(&app.knowledge)
+            .map_err(|e| CliError::config(format!("metrics: {e}")))?;
+    }
     let metrics = Arc::new(metrics);
     let serve_options = ServeOptions::new(&config.serve, &app);
     let setup = ServiceSetup {

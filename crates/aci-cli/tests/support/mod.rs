@@ -5,6 +5,8 @@
 //!   the review page's tests;
 //! - [`command`]: one-shot `aci` runs to their end, blocking or async, what
 //!   they printed, and the records `aci inspect` shows;
+//! - [`embeddings_server`]: an OpenAI-compatible `/v1/embeddings` server
+//!   backed by the local model, or answering an error status;
 //! - [`files`]: temporary files, directories and config files, unique ids;
 //! - [`stdio`]: a raw JSON-RPC session with an `aci serve` child over its
 //!   stdio, and a data source that never answers;
@@ -21,6 +23,7 @@
 pub(crate) mod browser;
 pub(crate) mod command;
 pub(crate) mod contract;
+pub(crate) mod embeddings_server;
 pub(crate) mod files;
 pub(crate) mod http;
 pub(crate) mod otlp;
