@@ -438,6 +438,34 @@ fn klog_lines() {
     assert_eq!(all.len(), 200);
 }
 
+/// A CRI tag written without the space before its message (`stdout Pin po`
+/// is partial `in po`, as the line pattern reads it): the word split across
+/// the joint is still found, seeking or reading whole (found by the
+/// `log_text` fuzz target).
+#[test]
+fn cri_partial_tag_without_a_space_still_joins_for_the_search() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("app.log"),
+        "2025-12-31T23:50:00.123456789Z stdout Pin po\n\
+         2025-12-31T23:50:00.123413580Z stdout F ol exhausted\n",
+    )
+    .unwrap();
+    let seeking = source(topic(dir.path(), &["app.log"], LogFormat::Cri)).with_seek_threshold(0);
+    let reading = seeking.clone().with_seek_threshold(u64::MAX);
+    let q = LogQuery {
+        topic: LogTopic::Application,
+        query: "pool".to_owned(),
+        start: Timestamp::from_unix_millis(NOW_MILLIS - 4 * 3_600_000),
+        end: Timestamp::from_unix_millis(NOW_MILLIS),
+    };
+    for source in [&seeking, &reading] {
+        let (found, count, _) = run(source, &q);
+        assert_eq!(count, 1);
+        assert_eq!(found[0], "in pool exhausted");
+    }
+}
+
 /// CRI (hand-written lines: no container runtime here): `P` lines joined to
 /// the next line of their stream before anything else, a word split across
 /// the joint still found, streams apart, rotation and seeking.

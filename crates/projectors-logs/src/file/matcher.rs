@@ -192,7 +192,9 @@ fn prefilter(words: &[String], escapes: Escapes) -> Option<Prefilter> {
         Escapes::Json if escapable => patterns.push(r"\\".to_owned()),
         Escapes::Json => patterns.push(r"\\u".to_owned()),
         // Every partial line: a word may continue on the line completing it.
-        Escapes::CriPartial => patterns.push(r"(?-i:\x20(?:stdout|stderr)\x20P[\x20:])".to_owned()),
+        // As the CRI line pattern reads a tag: `P`, then `:`, a space or the
+        // message at once (`stdout Pin po` is partial `in po`).
+        Escapes::CriPartial => patterns.push(r"(?-i:\x20(?:stdout|stderr)\x20P)".to_owned()),
     }
     let always_full = escapes == Escapes::CriPartial;
     let escape = !always_full && patterns.len() > 1 + 2 * usize::from(special);
