@@ -23,9 +23,9 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
-use tantivy::schema::Value as _;
-use tantivy::{DocAddress, Searcher, SearcherGeneration, TantivyDocument};
+use tantivy::{DocAddress, Searcher, SearcherGeneration};
 
+use super::files::hex;
 use super::index::Fields;
 use crate::embeddings::{EmbedError, EmbedRole, Embedder};
 
@@ -527,19 +527,12 @@ fn passages(searcher: &Searcher, fields: &Fields) -> Vec<Passage> {
         };
         for doc in segment.doc_ids_alive() {
             let address = DocAddress::new(segment_ord, doc);
-            let Ok(document) = searcher.doc::<TantivyDocument>(address) else {
+            // A chunk that cannot be read has no vector: it is searched by
+            // BM25 alone.
+            let Ok(hit) = super::hit_at(fields, searcher, address, 0.0) else {
                 continue;
             };
-            let text = |field| {
-                document
-                    .get_first(field)
-                    .and_then(|value| value.as_str())
-                    .unwrap_or_default()
-                    .to_owned()
-            };
-            let heading_path: Vec<String> =
-                serde_json::from_str(&text(fields.headings_json)).unwrap_or_default();
-            let passage = passage_text(&text(fields.title), &heading_path, &text(fields.body));
+            let passage = passage_text(&hit.title, &hit.heading_path, &hit.text);
             let key: ChunkKey = Sha256::digest(passage.as_bytes()).into();
             passages.push(Passage {
                 address,
@@ -634,14 +627,6 @@ fn write_file(
     file.sync_all()?;
     drop(file);
     std::fs::rename(&temporary, path)
-}
-
-fn hex(digest: &[u8]) -> String {
-    use std::fmt::Write as _;
-    digest.iter().fold(String::new(), |mut out, byte| {
-        let _ = write!(out, "{byte:02x}");
-        out
-    })
 }
 
 #[cfg(test)]
