@@ -97,6 +97,25 @@ pub(crate) struct ServeSection {
     /// `--http`: `Host` header values accepted (DNS rebinding protection;
     /// default: the loopback names).
     pub(crate) allowed_hosts: Option<Vec<String>>,
+    /// `--http`: connections open at once; at the cap, idle connections are
+    /// shed, unauthenticated ones first (default: 10,000, or fewer to keep
+    /// 512 file descriptors of the process's limit for everything else).
+    pub(crate) max_connections: Option<usize>,
+    /// `--http`: seconds for a request head to arrive whole, from the
+    /// accept or from its first byte (default 10).
+    pub(crate) header_timeout_secs: Option<u64>,
+    /// `--http`: seconds a keep-alive connection may sit idle between
+    /// requests (default 60).
+    pub(crate) idle_timeout_secs: Option<u64>,
+    /// `--http`: seconds for a request body to arrive whole after its head
+    /// (default 30).
+    pub(crate) body_timeout_secs: Option<u64>,
+    /// `--http`: headers in one request head; more is answered 431
+    /// (default 64).
+    pub(crate) max_header_count: Option<usize>,
+    /// `--http`: bytes of one request head, request line included; more is
+    /// answered 431 (default 16384, at least 8192).
+    pub(crate) max_header_bytes: Option<usize>,
 }
 
 /// `[knowledge]`.

@@ -20,7 +20,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -31,6 +31,7 @@ use sha2::{Digest, Sha256};
 
 use super::config::{AuthSection, JwtSection};
 use super::metrics::Metrics;
+use super::workers::Connection;
 use crate::error::CliError;
 use crate::server::Principal;
 
@@ -290,16 +291,27 @@ pub(crate) struct AuthLayerState {
 }
 
 /// The tower layer's function: authenticates the request or answers 401.
+/// Marks the request's connection as having carried an authenticated
+/// request (every request, without `[auth]`): it is shed after the
+/// unauthenticated ones when the replica is at its connection cap.
+fn mark_authenticated(request: &Request) {
+    if let Some(ConnectInfo(connection)) = request.extensions().get::<ConnectInfo<Connection>>() {
+        connection.state.authenticated();
+    }
+}
+
 pub(crate) async fn require_bearer(
     State(state): State<Arc<AuthLayerState>>,
     mut request: Request,
     next: Next,
 ) -> Response {
     let Some(authenticator) = &state.authenticator else {
+        mark_authenticated(&request);
         return next.run(request).await;
     };
     match authenticator.authenticate(request.headers()) {
         Ok(principal) => {
+            mark_authenticated(&request);
             request.extensions_mut().insert(principal);
             next.run(request).await
         }
@@ -319,6 +331,7 @@ pub(crate) async fn require_reviewer(
     next: Next,
 ) -> Response {
     let Some(authenticator) = &state.authenticator else {
+        mark_authenticated(&request);
         return next.run(request).await;
     };
     let headers = request.headers();
@@ -332,6 +345,7 @@ pub(crate) async fn require_reviewer(
     };
     match outcome {
         Ok(principal) => {
+            mark_authenticated(&request);
             request.extensions_mut().insert(principal);
             next.run(request).await
         }

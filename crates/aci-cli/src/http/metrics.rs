@@ -105,6 +105,14 @@ impl Metrics {
         archive.register(&self.registry)
     }
 
+    /// Serves the connection metrics of `table`.
+    pub(crate) fn register_connections(
+        &self,
+        table: &super::connections::ConnectionTable,
+    ) -> Result<(), prometheus::Error> {
+        table.register(&self.registry)
+    }
+
     /// Serves `aci_knowledge_vector_fallbacks_total{reason}`: the searches
     /// `base` answered with BM25 alone although an embedder is attached,
     /// read from it at each scrape. Register it with `[knowledge.embeddings]`

@@ -10,6 +10,8 @@
 //!   calls and the execution-time tracing layer;
 //! - [`workers`]: the serving threads and the handoff of accepted
 //!   connections to them;
+//! - [`connections`]: the cap on open connections, shedding, and each
+//!   connection's header, idle and body deadlines;
 //! - [`config`]: `[auth]` and `[serve]`.
 //!
 //! Calls in flight are bounded per replica and per principal by the
@@ -24,6 +26,7 @@
 
 mod auth;
 pub(crate) mod config;
+mod connections;
 mod login;
 mod metrics;
 mod ops;
@@ -31,12 +34,13 @@ mod router;
 mod workers;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use self::auth::Authenticator;
+use self::connections::{ConnectionLimits, ConnectionTable};
 use self::metrics::Metrics;
 pub(crate) use self::metrics::execution_metrics_layer;
 use self::router::HttpFacts;
@@ -69,6 +73,7 @@ pub(crate) async fn serve(app: App, config: &Config, options: HttpOptions) -> Re
     // Settings are checked before anything is said at start: an error is
     // the one line on stderr.
     let (limits, worker_count) = serve_settings(config)?;
+    let connection_limits = connection_limits(config, connections::raise_open_files_limit())?;
     let authenticator = authenticator(config, &options)?;
     if !options.shared_store {
         eprintln!(
@@ -86,6 +91,11 @@ pub(crate) async fn serve(app: App, config: &Config, options: HttpOptions) -> Re
             .register_knowledge(&app.knowledge)
             .map_err(|e| CliError::config(format!("metrics: {e}")))?;
     }
+    let table = ConnectionTable::new(connection_limits)
+        .map_err(|e| CliError::config(format!("metrics: {e}")))?;
+    metrics
+        .register_connections(&table)
+        .map_err(|e| CliError::config(format!("metrics: {e}")))?;
     let metrics = Arc::new(metrics);
     let serve_options = ServeOptions::new(&config.serve, &app);
     let setup = ServiceSetup {
@@ -109,7 +119,7 @@ pub(crate) async fn serve(app: App, config: &Config, options: HttpOptions) -> Re
         .local_addr()
         .map_err(|e| CliError::config(format!("cannot listen on {}: {e}", options.addr)))?;
     eprintln!("aci: serving MCP over HTTP at http://{local}/mcp");
-    let workers = Workers::start(worker_count, &router, local)
+    let workers = Workers::start(worker_count, &router, local, table)
         .map_err(|e| CliError::config(format!("cannot start the HTTP workers: {e}")))?;
     let transport = HttpTransport {
         listener: Some(listener),
@@ -136,6 +146,86 @@ fn serve_settings(config: &Config) -> Result<(GateLimits, usize), CliError> {
         ));
     }
     Ok((limits, workers))
+}
+
+/// The limits of `[serve]` on connections, with `open_files` the process's
+/// limit on open files (`None`: unlimited or unknown).
+fn connection_limits(
+    config: &Config,
+    open_files: Option<u64>,
+) -> Result<ConnectionLimits, CliError> {
+    let serve = &config.serve;
+    let available = open_files.map(|limit| {
+        usize::try_from(limit.saturating_sub(connections::RESERVED_DESCRIPTORS))
+            .unwrap_or(usize::MAX)
+    });
+    let max_connections = match (serve.max_connections, available) {
+        (Some(0), _) => {
+            return Err(CliError::config(
+                "serve: max_connections must be at least 1",
+            ));
+        }
+        (Some(n), Some(available)) if n > available => {
+            return Err(CliError::config(format!(
+                "serve: max_connections = {n} leaves fewer than {} of the {} file descriptors this process may open for its stores, databases, logs and runbooks (at most {available})",
+                connections::RESERVED_DESCRIPTORS,
+                open_files.unwrap_or_default(),
+            )));
+        }
+        (Some(n), _) => n,
+        (None, Some(0)) => {
+            return Err(CliError::config(format!(
+                "serve: the limit on open files ({}) leaves no file descriptor for connections: raise it (ulimit -n) above {}",
+                open_files.unwrap_or_default(),
+                connections::RESERVED_DESCRIPTORS,
+            )));
+        }
+        (None, available) => available.map_or(connections::DEFAULT_MAX_CONNECTIONS, |a| {
+            a.min(connections::DEFAULT_MAX_CONNECTIONS)
+        }),
+    };
+    let seconds = |value: Option<u64>, default: Duration, key: &str| match value {
+        Some(0) => Err(CliError::config(format!("serve: {key} must be at least 1"))),
+        Some(secs) => Ok(Duration::from_secs(secs)),
+        None => Ok(default),
+    };
+    let max_header_count = serve
+        .max_header_count
+        .unwrap_or(connections::DEFAULT_MAX_HEADER_COUNT);
+    if max_header_count == 0 {
+        return Err(CliError::config(
+            "serve: max_header_count must be at least 1",
+        ));
+    }
+    let max_header_bytes = serve
+        .max_header_bytes
+        .unwrap_or(connections::DEFAULT_MAX_HEADER_BYTES);
+    if max_header_bytes < connections::MIN_MAX_HEADER_BYTES {
+        return Err(CliError::config(format!(
+            "serve: max_header_bytes must be at least {}",
+            connections::MIN_MAX_HEADER_BYTES
+        )));
+    }
+    Ok(ConnectionLimits {
+        header_timeout: seconds(
+            serve.header_timeout_secs,
+            connections::DEFAULT_HEADER_TIMEOUT,
+            "header_timeout_secs",
+        )?,
+        idle_timeout: seconds(
+            serve.idle_timeout_secs,
+            connections::DEFAULT_IDLE_TIMEOUT,
+            "idle_timeout_secs",
+        )?,
+        body_timeout: seconds(
+            serve.body_timeout_secs,
+            connections::DEFAULT_BODY_TIMEOUT,
+            "body_timeout_secs",
+        )?,
+        max_connections,
+        max_header_count,
+        max_header_bytes,
+    })
 }
 
 /// The credentials of `[auth]`, or none with `--insecure-no-auth` (said on
@@ -175,16 +265,30 @@ struct HttpTransport {
 impl Transport for HttpTransport {
     /// Accepts connections for ever, handing each to a worker.
     async fn ended(&mut self) {
+        /// At most one warning about descriptors per this time.
+        const WARN_EVERY: Duration = Duration::from_secs(10);
         let Some(listener) = &self.listener else {
             return std::future::pending().await;
         };
+        let mut descriptors_warned = Instant::now()
+            .checked_sub(WARN_EVERY)
+            .unwrap_or_else(Instant::now);
         loop {
             match listener.accept().await {
                 Ok((stream, _)) => self.workers.dispatch(stream),
                 // A connection that failed before it was accepted: the next one.
                 Err(e) if is_connection_error(&e) => {}
-                // Out of file descriptors and the like: retry after a pause
+                // Out of file descriptors (something else holds them):
+                // shed idle connections and retry after a short pause
                 // rather than spin.
+                Err(e) if is_out_of_descriptors(&e) => {
+                    self.workers.relieve();
+                    if descriptors_warned.elapsed() >= WARN_EVERY {
+                        tracing::error!(error = %e, "accepting a connection failed: out of file descriptors; shedding idle connections");
+                        descriptors_warned = Instant::now();
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
                 Err(e) => {
                     tracing::error!(error = %e, "accepting a connection failed");
                     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -221,6 +325,14 @@ impl Transport for HttpTransport {
         self.workers.exit(WORKERS_GRACE).await;
         Ok(())
     }
+}
+
+/// `EMFILE` or `ENFILE`.
+fn is_out_of_descriptors(e: &std::io::Error) -> bool {
+    e.raw_os_error().is_some_and(|code| {
+        code == rustix::io::Errno::MFILE.raw_os_error()
+            || code == rustix::io::Errno::NFILE.raw_os_error()
+    })
 }
 
 fn is_connection_error(e: &std::io::Error) -> bool {

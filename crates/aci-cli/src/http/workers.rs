@@ -20,7 +20,9 @@
 //! The acceptor (on the main runtime) takes each connection and hands its
 //! socket to the worker with the fewest open connections (ties: the next in
 //! turn), where it is registered with that worker's reactor and served by
-//! axum, with its graceful shutdown. A worker keeps running after its
+//! hyper's HTTP/1 connection with the router, beside the watchdog of its
+//! deadlines ([`super::connections`]); at the stop each connection shuts
+//! down gracefully (the request in flight is answered, then it closes). A worker keeps running after its
 //! connections are done until [`Workers::exit`]: finalizations the boundary
 //! spawned for abandoned calls run on the worker's runtime and must finish
 //! first.
@@ -32,6 +34,7 @@
 //!   waits for (finalizations of abandoned calls), because it only stops at
 //!   [`Workers::exit`], after the server drained them.
 
+use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -41,16 +44,26 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
-use axum::serve::{IncomingStream, Listener};
+use axum::extract::ConnectInfo;
+use hyper::server::conn::http1;
+use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{mpsc, watch};
+use tokio_util::task::TaskTracker;
+use tower::ServiceExt as _;
 
+use super::connections::{
+    ConnectionLimits, ConnectionState, ConnectionTable, Lease, Verdict, deadline_instant, now_ms,
+    watch_request, watch_response,
+};
 use crate::server::McpSession;
 
-/// A connection's socket on its way to a worker, counted open there.
+/// A connection's socket on its way to a worker, counted open there and in
+/// the replica's table.
 struct Handoff {
     socket: std::net::TcpStream,
     open: OpenConnection,
+    lease: Lease,
 }
 
 /// One open connection in its worker's count; counts it closed when
@@ -82,6 +95,8 @@ struct Worker {
 /// The worker threads of one server.
 pub(crate) struct Workers {
     workers: Vec<Worker>,
+    /// The replica's open connections and their limits.
+    table: Arc<ConnectionTable>,
     /// Where the next dispatch starts looking (ties go round robin).
     next: usize,
     stop: watch::Sender<bool>,
@@ -92,38 +107,43 @@ pub(crate) struct Workers {
 }
 
 impl Workers {
-    /// Starts `count` (at least one) worker threads serving `router`.
+    /// Starts `count` (at least one) worker threads serving `router` on the
+    /// connections `table` admits.
     ///
     /// # Errors
     /// When a thread or its runtime cannot be started.
-    pub(crate) fn start(count: usize, router: &Router, local: SocketAddr) -> io::Result<Self> {
+    pub(crate) fn start(
+        count: usize,
+        router: &Router,
+        local: SocketAddr,
+        table: Arc<ConnectionTable>,
+    ) -> io::Result<Self> {
         let (stop, _) = watch::channel(false);
         let (exit, _) = watch::channel(false);
         let (served_tx, served) = mpsc::unbounded_channel();
+        let http = Arc::new(http_builder(table.limits()));
         let mut workers = Vec::new();
         for index in 0..count.max(1) {
             let (queue, incoming) = mpsc::unbounded_channel();
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
-            let listener = WorkerListener { incoming, local };
-            let service = router
-                .clone()
-                .into_make_service_with_connect_info::<Connection>();
-            let mut stopping = stop.subscribe();
+            let serving = WorkerServer {
+                incoming,
+                router: router.clone(),
+                local,
+                http: Arc::clone(&http),
+                stopping: stop.subscribe(),
+            };
             let mut exiting = exit.subscribe();
             let served_tx = served_tx.clone();
             let thread = std::thread::Builder::new()
                 .name(format!("aci-http-{index}"))
                 .spawn(move || {
                     runtime.block_on(async move {
-                        let server =
-                            axum::serve(listener, service).with_graceful_shutdown(async move {
-                                let _ = stopping.wait_for(|stop| *stop).await;
-                            });
                         tokio::select! {
-                            result = server.into_future() => {
-                                let _ = served_tx.send(result);
+                            () = serving.run() => {
+                                let _ = served_tx.send(Ok(()));
                             }
                             _ = exiting.wait_for(|exit| *exit) => return,
                         }
@@ -139,6 +159,7 @@ impl Workers {
         Ok(Self {
             running: workers.len(),
             workers,
+            table,
             next: 0,
             stop,
             exit,
@@ -146,9 +167,13 @@ impl Workers {
         })
     }
 
-    /// Hands an accepted connection to the worker with the fewest open ones
-    /// (of those still running).
+    /// Admits an accepted connection into the table (shedding others at
+    /// the cap, or closing it when nothing can be shed) and hands it to the
+    /// worker with the fewest open ones (of those still running).
     pub(crate) fn dispatch(&mut self, stream: tokio::net::TcpStream) {
+        let Some(lease) = self.table.admit() else {
+            return;
+        };
         // Deregistered from this runtime's reactor; the worker registers it
         // with its own.
         let Ok(socket) = stream.into_std() else {
@@ -168,12 +193,21 @@ impl Workers {
         };
         let open = OpenConnection::new(&worker.open);
         // A worker that ended since drops the handoff: the socket closes and
-        // the count goes back down.
-        let _ = worker.queue.send(Handoff { socket, open });
+        // the counts go back down.
+        let _ = worker.queue.send(Handoff {
+            socket,
+            open,
+            lease,
+        });
+    }
+
+    /// Out of file descriptors at the accept: sheds idle connections now.
+    pub(crate) fn relieve(&self) {
+        self.table.relieve();
     }
 
     /// Stops taking connections: every worker finishes its requests in
-    /// flight and closes its connections (axum's graceful shutdown).
+    /// flight and closes its connections (hyper's graceful shutdown).
     pub(crate) fn stop(&self) {
         self.stop.send_replace(true);
     }
@@ -210,38 +244,139 @@ impl Workers {
     }
 }
 
-/// A worker's side of the handoff, as axum's listener.
-struct WorkerListener {
-    incoming: mpsc::UnboundedReceiver<Handoff>,
-    local: SocketAddr,
+/// hyper's HTTP/1 settings from the limits: bounded heads; the header
+/// deadline is the watchdog's (hyper's would also cut idle keep-alive
+/// connections at the header timeout).
+fn http_builder(limits: &ConnectionLimits) -> http1::Builder {
+    let mut builder = http1::Builder::new();
+    builder
+        .header_read_timeout(None)
+        .max_headers(limits.max_header_count)
+        .max_header_size(limits.max_header_bytes)
+        .keep_alive(true);
+    builder
 }
 
-impl Listener for WorkerListener {
-    type Io = WorkerStream;
-    type Addr = SocketAddr;
+/// A worker's server: the connections handed to it, each on a task of its
+/// runtime.
+struct WorkerServer {
+    incoming: mpsc::UnboundedReceiver<Handoff>,
+    router: Router,
+    local: SocketAddr,
+    http: Arc<http1::Builder>,
+    stopping: watch::Receiver<bool>,
+}
 
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+impl WorkerServer {
+    /// Serves until the stop, then until every connection has closed.
+    async fn run(mut self) {
+        let tracker = TaskTracker::new();
+        let mut stopping = self.stopping.clone();
         loop {
-            let Some(Handoff { socket, open }) = self.incoming.recv().await else {
-                // The acceptor is gone: the server stops by its graceful
-                // shutdown, never by a connection from here.
-                return std::future::pending().await;
-            };
-            // A socket that cannot be registered is dropped (closed) with
-            // its count.
-            if let Ok(socket) = tokio::net::TcpStream::from_std(socket) {
-                let peer = socket.peer_addr().unwrap_or(self.local);
-                let stream = WorkerStream {
-                    inner: socket,
-                    _open: open,
-                };
-                return (stream, peer);
+            tokio::select! {
+                handoff = self.incoming.recv() => match handoff {
+                    Some(handoff) => {
+                        tracker.spawn(serve_connection(
+                            handoff,
+                            self.router.clone(),
+                            self.local,
+                            Arc::clone(&self.http),
+                            self.stopping.clone(),
+                        ));
+                    }
+                    // The acceptor is gone: the server ends at the stop.
+                    None => break,
+                },
+                _ = stopping.wait_for(|stop| *stop) => break,
             }
         }
+        let _ = stopping.wait_for(|stop| *stop).await;
+        // Connections handed over but not taken close with the queue.
+        drop(self.incoming);
+        tracker.close();
+        tracker.wait().await;
     }
+}
 
-    fn local_addr(&self) -> io::Result<Self::Addr> {
-        Ok(self.local)
+/// Serves one connection to its end: hyper's connection future beside the
+/// watchdog of its deadlines, its shedding and the replica's stop.
+async fn serve_connection(
+    handoff: Handoff,
+    router: Router,
+    local: SocketAddr,
+    http: Arc<http1::Builder>,
+    mut stopping: watch::Receiver<bool>,
+) {
+    let Handoff {
+        socket,
+        open,
+        lease,
+    } = handoff;
+    // A socket that cannot be registered is dropped (closed) with its counts.
+    let Ok(socket) = tokio::net::TcpStream::from_std(socket) else {
+        return;
+    };
+    let peer = socket.peer_addr().unwrap_or(local);
+    let state = Arc::clone(lease.state());
+    let table = Arc::clone(lease.table());
+    let limits = *table.limits();
+    let connection = Connection {
+        session: McpSession::connection(),
+        peer,
+        state: Arc::clone(&state),
+    };
+    let io = TokioIo::new(WatchedStream {
+        inner: socket,
+        state: Arc::clone(&state),
+        _open: open,
+        _lease: lease,
+    });
+    let service = hyper::service::service_fn(move |request| {
+        let (mut request, in_flight) = watch_request(&connection.state, request);
+        request
+            .extensions_mut()
+            .insert(ConnectInfo(connection.clone()));
+        let response = router.clone().oneshot(request);
+        async move {
+            let response = match response.await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            };
+            Ok::<_, Infallible>(watch_response(response, in_flight))
+        }
+    });
+    let connection = http.serve_connection(io, service);
+    tokio::pin!(connection);
+    let sleep = tokio::time::sleep(Duration::ZERO);
+    tokio::pin!(sleep);
+    let mut graceful = false;
+    loop {
+        let deadline = match state.verdict(&limits, now_ms()) {
+            Verdict::WaitUntil(at) => deadline_instant(at),
+            Verdict::Close(reason) => {
+                table.closed(reason);
+                return;
+            }
+        };
+        if let Some(at) = deadline {
+            sleep.as_mut().reset(at);
+        }
+        tokio::select! {
+            served = connection.as_mut() => {
+                if let Err(e) = served {
+                    tracing::trace!(error = %e, "a connection ended with an error");
+                }
+                return;
+            }
+            // Shed (counted by the table): the socket closes.
+            () = state.shed() => return,
+            () = state.changed() => {}
+            () = &mut sleep, if deadline.is_some() => {}
+            _ = stopping.wait_for(|stop| *stop), if !graceful => {
+                connection.as_mut().graceful_shutdown();
+                graceful = true;
+            }
+        }
     }
 }
 
@@ -253,34 +388,36 @@ pub(crate) struct Connection {
     pub(crate) session: McpSession,
     /// The client's address (`client.address` of the call's span).
     pub(crate) peer: SocketAddr,
+    /// Its state in the replica's table (authentication marks it).
+    pub(crate) state: Arc<ConnectionState>,
 }
 
-impl axum::extract::connect_info::Connected<IncomingStream<'_, WorkerListener>> for Connection {
-    fn connect_info(stream: IncomingStream<'_, WorkerListener>) -> Self {
-        Self {
-            session: McpSession::connection(),
-            peer: *stream.remote_addr(),
-        }
-    }
-}
-
-/// A served connection, counted open in its worker until dropped.
-struct WorkerStream {
+/// A served connection's socket: tells its state when bytes come, and holds
+/// the connection's place in its worker's count and the replica's table
+/// until dropped.
+struct WatchedStream {
     inner: tokio::net::TcpStream,
+    state: Arc<ConnectionState>,
     _open: OpenConnection,
+    _lease: Lease,
 }
 
-impl AsyncRead for WorkerStream {
+impl AsyncRead for WatchedStream {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(cx, buf)
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.state.bytes_read();
+        }
+        polled
     }
 }
 
-impl AsyncWrite for WorkerStream {
+impl AsyncWrite for WatchedStream {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -370,6 +507,18 @@ mod tests {
         workers.exit(Duration::from_secs(5)).await;
     }
 
+    fn table(max_connections: usize) -> Arc<ConnectionTable> {
+        ConnectionTable::new(ConnectionLimits {
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            body_timeout: Duration::from_secs(30),
+            max_connections,
+            max_header_count: 64,
+            max_header_bytes: 16 * 1024,
+        })
+        .unwrap()
+    }
+
     async fn listen() -> (tokio::net::TcpListener, SocketAddr) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -379,7 +528,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_connection_stays_on_one_worker_and_connections_spread_over_all() {
         let (listener, addr) = listen().await;
-        let mut workers = Workers::start(3, &router(), addr).unwrap();
+        let mut workers = Workers::start(3, &router(), addr, table(100)).unwrap();
         let clients: Vec<_> = (0..6)
             .map(|_| tokio::spawn(over_one_connection(addr, &["/who", "/who", "/who"])))
             .collect();
@@ -401,7 +550,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_stop_lets_the_request_in_flight_finish() {
         let (listener, addr) = listen().await;
-        let mut workers = Workers::start(2, &router(), addr).unwrap();
+        let mut workers = Workers::start(2, &router(), addr, table(100)).unwrap();
         let client = tokio::spawn(over_one_connection(addr, &["/slow"]));
         let (stream, _) = listener.accept().await.unwrap();
         workers.dispatch(stream);
@@ -415,7 +564,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn connections_are_counted_closed() {
         let (listener, addr) = listen().await;
-        let mut workers = Workers::start(2, &router(), addr).unwrap();
+        let mut workers = Workers::start(2, &router(), addr, table(100)).unwrap();
         let client = tokio::spawn(over_one_connection(addr, &["/who"]));
         let (stream, _) = listener.accept().await.unwrap();
         workers.dispatch(stream);
