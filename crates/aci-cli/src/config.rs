@@ -116,6 +116,13 @@ pub(crate) struct ServeSection {
     /// `--http`: bytes of one request head, request line included; more is
     /// answered 431 (default 16384, at least 8192).
     pub(crate) max_header_bytes: Option<usize>,
+    /// `--http`: serve HTTPS with this certificate chain (PEM, leaf first);
+    /// with `tls_key_file`. Re-read when the file changes.
+    pub(crate) tls_cert_file: Option<PathBuf>,
+    /// `--http`: the private key of `tls_cert_file` (PEM).
+    pub(crate) tls_key_file: Option<PathBuf>,
+    /// `--http`: require client certificates issued by these CAs (PEM).
+    pub(crate) tls_client_ca_file: Option<PathBuf>,
 }
 
 /// `[knowledge]`.

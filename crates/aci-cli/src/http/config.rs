@@ -8,6 +8,17 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
+/// The TLS files of `[serve]`, all given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TlsFiles {
+    /// The certificate chain, leaf first (PEM).
+    pub(crate) cert: PathBuf,
+    /// Its private key (PEM).
+    pub(crate) key: PathBuf,
+    /// CAs whose client certificates are required (PEM), if any.
+    pub(crate) client_ca: Option<PathBuf>,
+}
+
 /// `[auth]`: who may call over HTTP.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]

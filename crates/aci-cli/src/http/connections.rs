@@ -423,11 +423,26 @@ pub(crate) fn watch_response(
     })
 }
 
+/// How long an accepted connection may wait for the connections shed for it
+/// to close before it is closed itself.
+const CLOSING_WAIT: Duration = Duration::from_secs(1);
+
+/// What [`ConnectionTable::try_admit`] decided.
+enum Admission {
+    Admitted(Lease),
+    /// Nothing can be shed: close the new connection.
+    Refused,
+    /// Connections shed are still closing: wait for them.
+    Closing,
+}
+
 /// The replica's open connections.
 #[derive(Debug)]
 pub(crate) struct ConnectionTable {
     limits: ConnectionLimits,
     inner: Mutex<TableInner>,
+    /// Woken when a shed connection has closed.
+    released: Notify,
     next_id: AtomicU64,
     metrics: ConnectionMetrics,
 }
@@ -478,6 +493,7 @@ impl ConnectionTable {
         Ok(Arc::new(Self {
             limits,
             inner: Mutex::new(TableInner::default()),
+            released: Notify::new(),
             next_id: AtomicU64::new(0),
             metrics: ConnectionMetrics::new()?,
         }))
@@ -500,24 +516,48 @@ impl ConnectionTable {
     }
 
     /// Admits a new connection, shedding others at the cap; `None` when it
-    /// must be closed at once.
-    pub(crate) fn admit(self: &Arc<Self>) -> Option<Lease> {
+    /// must be closed at once (every open connection has a request in
+    /// flight). While the connections shed for it are still closing, waits
+    /// for them (up to [`CLOSING_WAIT`]): the acceptor takes no other
+    /// connection meanwhile, which holds back a client that reconnects as
+    /// fast as it is shed.
+    pub(crate) async fn admit(self: &Arc<Self>) -> Option<Lease> {
+        let waited = tokio::time::Instant::now();
+        loop {
+            // Registered before looking, so a release in between is seen.
+            let released = self.released.notified();
+            match self.try_admit() {
+                Admission::Admitted(lease) => return Some(lease),
+                Admission::Refused => return None,
+                Admission::Closing => {
+                    let left = CLOSING_WAIT.saturating_sub(waited.elapsed());
+                    if left.is_zero() || tokio::time::timeout(left, released).await.is_err() {
+                        self.metrics.refused.inc();
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+
+    fn try_admit(self: &Arc<Self>) -> Admission {
         let max = self.limits.max_connections;
         let mut inner = self.lock();
         if inner.open.len() - inner.closing >= max {
             self.shed(&mut inner);
+            if inner.open.len() - inner.closing >= max {
+                self.metrics.refused.inc();
+                return Admission::Refused;
+            }
         }
-        if inner.open.len() - inner.closing >= max
-            || inner.open.len() >= max + self.limits.shed_batch()
-        {
-            self.metrics.refused.inc();
-            return None;
+        if inner.open.len() >= max + self.limits.shed_batch() {
+            return Admission::Closing;
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let state = Arc::new(ConnectionState::new(id));
         inner.open.insert(id, Arc::clone(&state));
         self.metrics.open.inc();
-        Some(Lease {
+        Admission::Admitted(Lease {
             table: Arc::clone(self),
             state,
         })
@@ -600,6 +640,7 @@ impl Drop for Lease {
             self.table.metrics.open.dec();
             if self.state.closing.load(Ordering::Relaxed) {
                 inner.closing -= 1;
+                self.table.released.notify_one();
             }
         }
     }
@@ -693,47 +734,70 @@ mod tests {
         drop(request);
     }
 
-    #[test]
-    fn at_the_cap_idle_unauthenticated_connections_go_first_and_busy_ones_never() {
+    #[tokio::test]
+    async fn at_the_cap_idle_unauthenticated_connections_go_first_and_busy_ones_never() {
         let table = ConnectionTable::new(limits(4)).unwrap();
-        let busy = table.admit().unwrap();
+        let busy = table.admit().await.unwrap();
         let _request = busy.state().request_started();
-        let idle_authenticated = table.admit().unwrap();
+        let idle_authenticated = table.admit().await.unwrap();
         idle_authenticated.state().authenticated();
-        let silent_old = table.admit().unwrap();
-        let silent_new = table.admit().unwrap();
+        let silent_old = table.admit().await.unwrap();
+        let silent_new = table.admit().await.unwrap();
         // Full: the fifth sheds one batch (one connection at this size),
         // the oldest unauthenticated idle one.
-        let fifth = table.admit().unwrap();
+        let fifth = table.admit().await.unwrap();
         assert!(silent_old.state().closing.load(Ordering::Relaxed));
         assert!(!silent_new.state().closing.load(Ordering::Relaxed));
-        // Until the victim closes, one more is over the batch: refused.
-        assert!(table.admit().is_none());
-        drop(silent_old);
-        let sixth = table.admit().unwrap();
+        // Until the victim closes, the next one waits for it, and gets in
+        // once it closed.
+        let sixth = {
+            let waiting = tokio::spawn({
+                let table = Arc::clone(&table);
+                async move { table.admit().await }
+            });
+            tokio::task::yield_now().await;
+            assert!(!waiting.is_finished());
+            drop(silent_old);
+            waiting.await.unwrap().unwrap()
+        };
         assert!(silent_new.state().closing.load(Ordering::Relaxed));
+        // Victims that never close: the newcomer (which shed one more) is
+        // closed after the wait.
+        assert!(table.admit().await.is_none());
+        assert!(fifth.state().closing.load(Ordering::Relaxed));
         drop(silent_new);
-        // Only authenticated idle ones are left to shed, then none.
-        fifth.state().authenticated();
+        drop(fifth);
+        // Only authenticated idle ones are left to shed: the longest idle.
         sixth.state().authenticated();
-        let seventh = table.admit().unwrap();
+        let seventh = table.admit().await.unwrap();
+        seventh.state().authenticated();
+        let eighth = tokio::spawn({
+            let table = Arc::clone(&table);
+            async move { table.admit().await }
+        });
+        tokio::task::yield_now().await;
         assert!(idle_authenticated.state().closing.load(Ordering::Relaxed));
-        drop(idle_authenticated);
         assert!(!busy.state().closing.load(Ordering::Relaxed));
+        drop(idle_authenticated);
+        let eighth = eighth.await.unwrap().unwrap();
         assert_eq!(table.open(), 4);
-        let _requests: Vec<_> = [&fifth, &sixth, &seventh]
+        // Every connection busy: the newcomer is closed at once.
+        let _requests: Vec<_> = [&sixth, &seventh, &eighth]
             .iter()
             .map(|lease| lease.state().request_started())
             .collect();
-        assert!(table.admit().is_none(), "every connection is busy");
+        assert!(table.admit().await.is_none(), "every connection is busy");
         assert_eq!(table.metrics.refused.get(), 2);
-        assert_eq!(table.metrics.closed.with_label_values(&["shed"]).get(), 3);
+        assert_eq!(table.metrics.closed.with_label_values(&["shed"]).get(), 4);
     }
 
-    #[test]
-    fn leases_count_connections_open() {
+    #[tokio::test]
+    async fn leases_count_connections_open() {
         let table = ConnectionTable::new(limits(100)).unwrap();
-        let leases: Vec<_> = (0..10).map(|_| table.admit().unwrap()).collect();
+        let mut leases = Vec::new();
+        for _ in 0..10 {
+            leases.push(table.admit().await.unwrap());
+        }
         assert_eq!(table.open(), 10);
         assert_eq!(table.metrics.open.get(), 10);
         drop(leases);

@@ -12,6 +12,8 @@
 //!   connections to them;
 //! - [`connections`]: the cap on open connections, shedding, and each
 //!   connection's header, idle and body deadlines;
+//! - [`tls`]: HTTPS on the listener, the certificate re-read when it
+//!   changes;
 //! - [`config`]: `[auth]` and `[serve]`.
 //!
 //! Calls in flight are bounded per replica and per principal by the
@@ -31,6 +33,7 @@ mod login;
 mod metrics;
 mod ops;
 mod router;
+mod tls;
 mod workers;
 
 use std::sync::Arc;
@@ -40,10 +43,12 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use self::auth::Authenticator;
+use self::config::TlsFiles;
 use self::connections::{ConnectionLimits, ConnectionTable};
 use self::metrics::Metrics;
 pub(crate) use self::metrics::execution_metrics_layer;
 use self::router::HttpFacts;
+use self::tls::TlsSettings;
 use self::workers::Workers;
 use crate::app::App;
 use crate::config::Config;
@@ -74,6 +79,12 @@ pub(crate) async fn serve(app: App, config: &Config, options: HttpOptions) -> Re
     // the one line on stderr.
     let (limits, worker_count) = serve_settings(config)?;
     let connection_limits = connection_limits(config, connections::raise_open_files_limit())?;
+    let tls = match tls_files(config)? {
+        Some(files) => {
+            Some(TlsSettings::load(files).map_err(|e| CliError::config(format!("serve: {e}")))?)
+        }
+        None => None,
+    };
     let authenticator = authenticator(config, &options)?;
     if !options.shared_store {
         eprintln!(
@@ -118,8 +129,21 @@ pub(crate) async fn serve(app: App, config: &Config, options: HttpOptions) -> Re
     let local = listener
         .local_addr()
         .map_err(|e| CliError::config(format!("cannot listen on {}: {e}", options.addr)))?;
-    eprintln!("aci: serving MCP over HTTP at http://{local}/mcp");
-    let workers = Workers::start(worker_count, &router, local, table)
+    match &tls {
+        Some(settings) => {
+            eprintln!(
+                "aci: serving MCP over HTTPS at https://{local}/mcp{}",
+                if settings.requires_client_certificates() {
+                    " (client certificates required)"
+                } else {
+                    ""
+                }
+            );
+            tokio::spawn(Arc::clone(settings).watch());
+        }
+        None => eprintln!("aci: serving MCP over HTTP at http://{local}/mcp"),
+    }
+    let workers = Workers::start(worker_count, &router, local, table, tls)
         .map_err(|e| CliError::config(format!("cannot start the HTTP workers: {e}")))?;
     let transport = HttpTransport {
         listener: Some(listener),
@@ -228,6 +252,30 @@ fn connection_limits(
     })
 }
 
+/// The TLS files of `[serve]`: none, or a certificate with its key (and
+/// perhaps client CAs).
+fn tls_files(config: &Config) -> Result<Option<TlsFiles>, CliError> {
+    let serve = &config.serve;
+    match (
+        &serve.tls_cert_file,
+        &serve.tls_key_file,
+        &serve.tls_client_ca_file,
+    ) {
+        (None, None, None) => Ok(None),
+        (Some(cert), Some(key), client_ca) => Ok(Some(TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+            client_ca: client_ca.clone(),
+        })),
+        (None, None, Some(_)) => Err(CliError::config(
+            "serve: tls_client_ca_file needs tls_cert_file and tls_key_file (client certificates are asked for over TLS only)",
+        )),
+        _ => Err(CliError::config(
+            "serve: tls_cert_file and tls_key_file go together",
+        )),
+    }
+}
+
 /// The credentials of `[auth]`, or none with `--insecure-no-auth` (said on
 /// stderr); either one of them or an error.
 fn authenticator(
@@ -275,7 +323,7 @@ impl Transport for HttpTransport {
             .unwrap_or_else(Instant::now);
         loop {
             match listener.accept().await {
-                Ok((stream, _)) => self.workers.dispatch(stream),
+                Ok((stream, _)) => self.workers.dispatch(stream).await,
                 // A connection that failed before it was accepted: the next one.
                 Err(e) if is_connection_error(&e) => {}
                 // Out of file descriptors (something else holds them):

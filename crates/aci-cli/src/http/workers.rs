@@ -53,9 +53,10 @@ use tokio_util::task::TaskTracker;
 use tower::ServiceExt as _;
 
 use super::connections::{
-    ConnectionLimits, ConnectionState, ConnectionTable, Lease, Verdict, deadline_instant, now_ms,
-    watch_request, watch_response,
+    Closed, ConnectionLimits, ConnectionState, ConnectionTable, Lease, Verdict, deadline_instant,
+    now_ms, watch_request, watch_response,
 };
+use super::tls::TlsSettings;
 use crate::server::McpSession;
 
 /// A connection's socket on its way to a worker, counted open there and in
@@ -117,6 +118,7 @@ impl Workers {
         router: &Router,
         local: SocketAddr,
         table: Arc<ConnectionTable>,
+        tls: Option<Arc<TlsSettings>>,
     ) -> io::Result<Self> {
         let (stop, _) = watch::channel(false);
         let (exit, _) = watch::channel(false);
@@ -133,6 +135,7 @@ impl Workers {
                 router: router.clone(),
                 local,
                 http: Arc::clone(&http),
+                tls: tls.clone(),
                 stopping: stop.subscribe(),
             };
             let mut exiting = exit.subscribe();
@@ -170,8 +173,8 @@ impl Workers {
     /// Admits an accepted connection into the table (shedding others at
     /// the cap, or closing it when nothing can be shed) and hands it to the
     /// worker with the fewest open ones (of those still running).
-    pub(crate) fn dispatch(&mut self, stream: tokio::net::TcpStream) {
-        let Some(lease) = self.table.admit() else {
+    pub(crate) async fn dispatch(&mut self, stream: tokio::net::TcpStream) {
+        let Some(lease) = self.table.admit().await else {
             return;
         };
         // Deregistered from this runtime's reactor; the worker registers it
@@ -264,6 +267,7 @@ struct WorkerServer {
     router: Router,
     local: SocketAddr,
     http: Arc<http1::Builder>,
+    tls: Option<Arc<TlsSettings>>,
     stopping: watch::Receiver<bool>,
 }
 
@@ -281,6 +285,7 @@ impl WorkerServer {
                             self.router.clone(),
                             self.local,
                             Arc::clone(&self.http),
+                            self.tls.clone(),
                             self.stopping.clone(),
                         ));
                     }
@@ -298,14 +303,14 @@ impl WorkerServer {
     }
 }
 
-/// Serves one connection to its end: hyper's connection future beside the
-/// watchdog of its deadlines, its shedding and the replica's stop.
+/// Serves one connection to its end (after its TLS handshake, with TLS).
 async fn serve_connection(
     handoff: Handoff,
     router: Router,
     local: SocketAddr,
     http: Arc<http1::Builder>,
-    mut stopping: watch::Receiver<bool>,
+    tls: Option<Arc<TlsSettings>>,
+    stopping: watch::Receiver<bool>,
 ) {
     let Handoff {
         socket,
@@ -319,18 +324,54 @@ async fn serve_connection(
     let peer = socket.peer_addr().unwrap_or(local);
     let state = Arc::clone(lease.state());
     let table = Arc::clone(lease.table());
-    let limits = *table.limits();
     let connection = Connection {
         session: McpSession::connection(),
         peer,
         state: Arc::clone(&state),
     };
-    let io = TokioIo::new(WatchedStream {
+    let stream = WatchedStream {
         inner: socket,
         state: Arc::clone(&state),
         _open: open,
         _lease: lease,
-    });
+    };
+    let Some(tls) = tls else {
+        return drive(stream, router, connection, &table, &http, stopping).await;
+    };
+    // The handshake is part of the head: due within the header timeout of
+    // the accept, and shed like any idle connection meanwhile.
+    let handshake = tokio_rustls::TlsAcceptor::from(tls.config()).accept(stream);
+    let stream = tokio::select! {
+        handshaken = tokio::time::timeout(table.limits().header_timeout, handshake) => match handshaken {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "a TLS handshake failed");
+                return;
+            }
+            Err(_) => {
+                table.closed(Closed::HeaderTimeout);
+                return;
+            }
+        },
+        () = state.shed() => return,
+    };
+    drive(stream, router, connection, &table, &http, stopping).await;
+}
+
+/// hyper's connection future on `io`, beside the watchdog of its deadlines,
+/// its shedding and the replica's stop.
+async fn drive<I>(
+    io: I,
+    router: Router,
+    connection: Connection,
+    table: &ConnectionTable,
+    http: &http1::Builder,
+    mut stopping: watch::Receiver<bool>,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let state = Arc::clone(&connection.state);
+    let limits = *table.limits();
     let service = hyper::service::service_fn(move |request| {
         let (mut request, in_flight) = watch_request(&connection.state, request);
         request
@@ -345,7 +386,7 @@ async fn serve_connection(
             Ok::<_, Infallible>(watch_response(response, in_flight))
         }
     });
-    let connection = http.serve_connection(io, service);
+    let connection = http.serve_connection(TokioIo::new(io), service);
     tokio::pin!(connection);
     let sleep = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(sleep);
@@ -528,13 +569,13 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_connection_stays_on_one_worker_and_connections_spread_over_all() {
         let (listener, addr) = listen().await;
-        let mut workers = Workers::start(3, &router(), addr, table(100)).unwrap();
+        let mut workers = Workers::start(3, &router(), addr, table(100), None).unwrap();
         let clients: Vec<_> = (0..6)
             .map(|_| tokio::spawn(over_one_connection(addr, &["/who", "/who", "/who"])))
             .collect();
         for _ in 0..6 {
             let (stream, _) = listener.accept().await.unwrap();
-            workers.dispatch(stream);
+            workers.dispatch(stream).await;
         }
         let mut served = BTreeSet::new();
         for client in clients {
@@ -550,10 +591,10 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_stop_lets_the_request_in_flight_finish() {
         let (listener, addr) = listen().await;
-        let mut workers = Workers::start(2, &router(), addr, table(100)).unwrap();
+        let mut workers = Workers::start(2, &router(), addr, table(100), None).unwrap();
         let client = tokio::spawn(over_one_connection(addr, &["/slow"]));
         let (stream, _) = listener.accept().await.unwrap();
-        workers.dispatch(stream);
+        workers.dispatch(stream).await;
         // Let the request reach its handler, then stop.
         tokio::time::sleep(Duration::from_millis(100)).await;
         // The servers end only once that request was answered.
@@ -564,10 +605,10 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn connections_are_counted_closed() {
         let (listener, addr) = listen().await;
-        let mut workers = Workers::start(2, &router(), addr, table(100)).unwrap();
+        let mut workers = Workers::start(2, &router(), addr, table(100), None).unwrap();
         let client = tokio::spawn(over_one_connection(addr, &["/who"]));
         let (stream, _) = listener.accept().await.unwrap();
-        workers.dispatch(stream);
+        workers.dispatch(stream).await;
         client.await.unwrap();
         // The client dropped its connection; the worker sees it close.
         tokio::time::timeout(Duration::from_secs(10), async {

@@ -20,6 +20,8 @@ use crate::support::contract::McpClient;
 /// One running replica.
 pub(crate) struct Replica {
     child: Child,
+    /// `http`, or `https` when it serves TLS.
+    scheme: &'static str,
     /// `127.0.0.1:PORT`.
     pub(crate) addr: String,
     stderr: Arc<Mutex<String>>,
@@ -66,18 +68,25 @@ impl Replica {
             let mut lines = BufReader::new(stderr_pipe).lines();
             let mut addr_tx = Some(addr_tx);
             while let Ok(Some(line)) = lines.next_line().await {
-                if let Some(rest) = line.strip_prefix("aci: serving MCP over HTTP at http://")
+                let served = [
+                    ("http", "aci: serving MCP over HTTP at http://"),
+                    ("https", "aci: serving MCP over HTTPS at https://"),
+                ]
+                .into_iter()
+                .find_map(|(scheme, prefix)| Some((scheme, line.strip_prefix(prefix)?)));
+                if let Some((scheme, rest)) = served
                     && let Some(tx) = addr_tx.take()
                 {
-                    let _ = tx.send(rest.trim_end_matches("/mcp").to_owned());
+                    let addr = rest.split_once("/mcp").map_or(rest, |(addr, _)| addr);
+                    let _ = tx.send((scheme, addr.to_owned()));
                 }
                 let mut text = sink.lock().unwrap();
                 text.push_str(&line);
                 text.push('\n');
             }
         });
-        let addr = match tokio::time::timeout(HANG_GUARD, addr_rx).await {
-            Ok(Ok(addr)) => addr,
+        let (scheme, addr) = match tokio::time::timeout(HANG_GUARD, addr_rx).await {
+            Ok(Ok(served)) => served,
             _ => panic!(
                 "the replica did not start: {}",
                 stderr.lock().unwrap().as_str()
@@ -85,25 +94,36 @@ impl Replica {
         };
         Self {
             child,
+            scheme,
             addr,
             stderr,
             stderr_done,
         }
     }
 
-    /// `http://ADDR{path}`.
+    /// `http://ADDR{path}` (`https://` when it serves TLS).
     pub(crate) fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
+        format!("{}://{}{path}", self.scheme, self.addr)
     }
 
     /// An rmcp client of `path` (e.g. `/mcp`) with `token` (none: no header).
     pub(crate) async fn client(&self, path: &str, token: Option<&str>) -> McpClient {
+        self.client_with(path, token, http_client()).await
+    }
+
+    /// [`client`](Self::client) over `http` (e.g. one that trusts a test CA).
+    pub(crate) async fn client_with(
+        &self,
+        path: &str,
+        token: Option<&str>,
+        http: reqwest::Client,
+    ) -> McpClient {
         let mut config = StreamableHttpClientTransportConfig::with_uri(self.url(path))
             .max_concurrent_requests(64);
         if let Some(token) = token {
             config = config.auth_header(token);
         }
-        let transport = StreamableHttpClientTransport::with_client(http_client(), config);
+        let transport = StreamableHttpClientTransport::with_client(http, config);
         tokio::time::timeout(HANG_GUARD, ().serve(transport))
             .await
             .unwrap()
