@@ -49,6 +49,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within 30 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def _ping(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:

@@ -17,7 +17,7 @@ import pytest
 
 import langgraph_diagnosis as lg
 import openai_agents_diagnosis as oa
-from conftest import _free_port
+from conftest import _free_port, _stop
 from support import citations
 
 
@@ -80,12 +80,7 @@ def aci_http(
         _wait_healthy(proc, base, log)
         yield HttpAci(url=f"{base}/mcp", token=token)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop(proc)
 
 
 def _check_run(aci, run_id: str, answer: str, model_ids: list[str]) -> None:

@@ -27,7 +27,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import _free_port
+from conftest import _free_port, _stop
 
 
 @dataclass
@@ -127,12 +127,7 @@ def aci_https(aci_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
             time.sleep(0.05)
         yield HttpsAci(url=f"https://127.0.0.1:{port}/mcp", token=token, ca=ca)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop(proc)
 
 
 async def _lookup(aci: HttpsAci, ca: Path | None, run_id: str) -> dict:
