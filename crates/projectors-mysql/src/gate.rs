@@ -69,7 +69,9 @@
 use std::collections::BTreeSet;
 use std::ops::ControlFlow;
 
-use sqlparser::ast::{Expr, ObjectName, Query, SetExpr, Statement, TableFactor, Visit, Visitor};
+use sqlparser::ast::{
+    Expr, InTarget, ObjectName, Query, SetExpr, Statement, TableFactor, Visit, Visitor,
+};
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 use sqlparser::tokenizer::{Token, Tokenizer, Whitespace};
@@ -347,8 +349,49 @@ impl Visitor for Relations<'_> {
             // MySQL has no field access on expressions; sqlparser builds one
             // from `0x.f(1)`, which the server calls as the routine `0x`.f.
             Expr::CompoundFieldAccess { .. } => ControlFlow::Break(Rejection::AmbiguousLexing),
+            // MariaDB 10.11 aborts on a grouped prepared query with such a
+            // subquery (`a IN (SELECT a)`, also parenthesized).
+            Expr::In {
+                target: InTarget::Subquery(query),
+                ..
+            } if reads_no_table(query) => ControlFlow::Break(Rejection::KnownServerCrash),
+            Expr::In {
+                target: InTarget::List(items),
+                ..
+            } if items.iter().any(is_tableless_subquery) => {
+                ControlFlow::Break(Rejection::KnownServerCrash)
+            }
+            Expr::AnyOp { right, .. } | Expr::AllOp { right, .. }
+                if is_tableless_subquery(right) =>
+            {
+                ControlFlow::Break(Rejection::KnownServerCrash)
+            }
             _ => ControlFlow::Continue(()),
         }
+    }
+}
+
+/// A subquery (in any parentheses) that [reads no table](reads_no_table).
+fn is_tableless_subquery(expr: &Expr) -> bool {
+    match expr {
+        Expr::Nested(inner) => is_tableless_subquery(inner),
+        Expr::Subquery(query) => reads_no_table(query),
+        _ => false,
+    }
+}
+
+/// A query that is one `SELECT` without `FROM`, or `FROM DUAL` (in any
+/// parentheses).
+fn reads_no_table(query: &Query) -> bool {
+    match &*query.body {
+        SetExpr::Select(select) => select.from.iter().all(|from| {
+            from.joins.is_empty()
+                && matches!(&from.relation, TableFactor::Table { name, .. }
+                    if name.0.len() == 1
+                        && name.0[0].as_ident().is_some_and(|part| part.quote_style.is_none() && part.value.eq_ignore_ascii_case("dual")))
+        }),
+        SetExpr::Query(inner) => reads_no_table(inner),
+        _ => false,
     }
 }
 

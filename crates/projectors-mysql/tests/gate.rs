@@ -586,3 +586,50 @@ fn system_variables_and_identity_functions_are_refused() {
         );
     }
 }
+
+/// Found by the differential gate test (`gate_differential.rs`): MariaDB
+/// 10.11.19 aborts (`pure virtual method called` in
+/// `Item_func::check_argument_types_like_args0`) on a prepared grouped query
+/// whose `IN`, `ANY` or `ALL` subquery reads no table and selects a column
+/// of the outer query. The gate refuses every quantified subquery without a
+/// table (it is a plain comparison written another way); the same
+/// subqueries with a table, `EXISTS` and scalar subqueries stay allowed.
+#[test]
+fn quantified_subqueries_without_a_table_are_refused() {
+    for sql in [
+        "WITH c AS (SELECT ROW_COUNT() FROM t2 AS x LIMIT 1) SELECT SQL_NO_CACHE a IN (SELECT a FROM DUAL) FROM t1 x GROUP BY id HAVING id",
+        "SELECT a IN (SELECT a) FROM t GROUP BY id",
+        "SELECT a NOT IN (SELECT a) FROM t GROUP BY id",
+        "SELECT a = ANY (SELECT a) FROM t GROUP BY id",
+        "SELECT a = SOME (SELECT a FROM dual) FROM t GROUP BY id",
+        "SELECT a > ALL (SELECT s) FROM t GROUP BY id",
+        "SELECT MAX(a) IN ((SELECT a)) FROM t GROUP BY id",
+        "SELECT id FROM t WHERE a IN (SELECT a) GROUP BY id",
+        "SELECT a IN (SELECT 1) FROM t",
+    ] {
+        assert!(
+            matches!(
+                check_query(sql, 0),
+                Err(Error::QueryRejected {
+                    reason: Rejection::KnownServerCrash
+                })
+            ),
+            "{sql}: {:?}",
+            check_query(sql, 0)
+        );
+    }
+    for sql in [
+        "SELECT a IN (SELECT a FROM u) FROM t GROUP BY id",
+        "SELECT a IN (SELECT b FROM u UNION SELECT 1) FROM t",
+        "SELECT a = ANY (SELECT b FROM u) FROM t GROUP BY id",
+        "SELECT EXISTS (SELECT a) FROM t GROUP BY id",
+        "SELECT a = (SELECT a) FROM t GROUP BY id",
+        "SELECT a IN (1, 2) FROM t GROUP BY id",
+    ] {
+        assert!(
+            check_query(sql, 0).is_ok(),
+            "{sql:?}: {:?}",
+            check_query(sql, 0)
+        );
+    }
+}
