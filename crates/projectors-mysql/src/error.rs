@@ -110,9 +110,9 @@ pub enum Rejection {
     /// [`DENIED_INFORMATION_SCHEMA_TABLES`](crate::gate::DENIED_INFORMATION_SCHEMA_TABLES)
     /// (server variables, status, sessions, grants).
     ServerInformation,
-    /// A construct known to crash a supported server version (an `IN`,
-    /// `ANY` or `ALL` subquery that reads no table: MariaDB 10.11 aborts on
-    /// it in a grouped prepared query).
+    /// A construct known to crash a supported server version (MariaDB
+    /// 10.11, prepared): an `IN`, `ANY` or `ALL` subquery that reads no
+    /// table, or a `GROUP BY` in a query that reads no table.
     KnownServerCrash,
     /// A token the server may read differently from the gate's parser (a
     /// word starting with a digit, a number glued to a word, `--` without an

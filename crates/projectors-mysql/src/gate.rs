@@ -51,6 +51,9 @@
 //!    or `JSON_TABLE`; a schema-qualified table (`schema.table`) names one of
 //!    the [`AllowedSchemas`]; no function is schema-qualified (`schema.f()`
 //!    is a stored function, which may do anything its definer may); no
+//!    `IN`/`ANY`/`ALL` subquery and no `GROUP BY` in a query that reads no
+//!    table ([`Rejection::KnownServerCrash`]: MariaDB 10.11 crashes on
+//!    both in prepared statements); no
 //!    `information_schema` table on [`DENIED_INFORMATION_SCHEMA_TABLES`]
 //!    ([`Rejection::ServerInformation`]: variables, status, sessions, grants).
 //!    Unqualified tables resolve to the connection's default database, which
@@ -70,7 +73,7 @@ use std::collections::BTreeSet;
 use std::ops::ControlFlow;
 
 use sqlparser::ast::{
-    Expr, InTarget, ObjectName, Query, SetExpr, Statement, TableFactor, Visit, Visitor,
+    Expr, GroupByExpr, InTarget, ObjectName, Query, SetExpr, Statement, TableFactor, Visit, Visitor,
 };
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
@@ -318,10 +321,16 @@ impl Visitor for Relations<'_> {
     /// `EXISTS (...)`, a scalar subquery) or a derived table, follows the
     /// rules of rule 5: `TABLE t` or `VALUES` there would otherwise slip by.
     fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<Rejection> {
-        match check_query_tree(query) {
-            Ok(()) => ControlFlow::Continue(()),
-            Err(rejection) => ControlFlow::Break(rejection),
+        if let Err(rejection) = check_query_tree(query) {
+            return ControlFlow::Break(rejection);
         }
+        // MariaDB 10.11 crashes on a table-less subquery grouped by an
+        // outer column inside an aggregate of a subquery; a query without a
+        // table has one row, so its GROUP BY means nothing.
+        if reads_no_table(query) && is_grouped(query) {
+            return ControlFlow::Break(Rejection::KnownServerCrash);
+        }
+        ControlFlow::Continue(())
     }
 
     fn pre_visit_table_factor(&mut self, table: &TableFactor) -> ControlFlow<Rejection> {
@@ -376,6 +385,18 @@ fn is_tableless_subquery(expr: &Expr) -> bool {
     match expr {
         Expr::Nested(inner) => is_tableless_subquery(inner),
         Expr::Subquery(query) => reads_no_table(query),
+        _ => false,
+    }
+}
+
+/// Whether the query's `SELECT` (in any parentheses) has a `GROUP BY`.
+fn is_grouped(query: &Query) -> bool {
+    match &*query.body {
+        SetExpr::Select(select) => match &select.group_by {
+            GroupByExpr::All(_) => true,
+            GroupByExpr::Expressions(expressions, _) => !expressions.is_empty(),
+        },
+        SetExpr::Query(inner) => is_grouped(inner),
         _ => false,
     }
 }
