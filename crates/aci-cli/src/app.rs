@@ -67,6 +67,18 @@ pub(crate) struct App {
 }
 
 impl App {
+    /// Another app sharing this one's boundary (its store) and knowledge
+    /// base, without an archive: one per fuzzed session.
+    #[cfg(feature = "fuzzing")]
+    pub(crate) fn sharing(&self) -> Self {
+        Self {
+            boundary: self.boundary.clone(),
+            knowledge: self.knowledge.clone(),
+            archive: None,
+            run: self.run.clone(),
+        }
+    }
+
     /// Builds the store, the tools and the boundary described by `config`,
     /// with `store` (from `--store`) overriding `config.store`.
     pub(crate) async fn build(config: &Config, store: Option<&str>) -> Result<Self, CliError> {

@@ -18,6 +18,10 @@
 //!
 //! With no configuration, everything runs on embedded defaults: the in-memory
 //! store, the bundled runbooks, the mock log source, and no MySQL data source.
+//!
+//! This library is the `aci` command ([`run`]); nothing else in it is an
+//! API. With the `fuzzing` feature it also has [`fuzzing`], the entry
+//! points of the fuzz targets in `fuzz/`.
 
 mod app;
 mod archive;
@@ -25,6 +29,9 @@ mod commands;
 mod config;
 mod embeddings;
 mod error;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod http;
 mod index;
 mod knowledge_watch;
@@ -39,14 +46,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-
-/// jemalloc: a server's allocations and frees fall on different worker
-/// threads, which glibc's malloc pays for in arena locking and
-/// consolidation (about a third of `aci serve --http`'s CPU per call, see
-/// docs/benchmarks.md).
-#[cfg(not(target_env = "msvc"))]
-#[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// The tool boundary for agent tools: bounded, recorded, citable evidence.
 #[derive(Debug, Parser)]
@@ -236,7 +235,10 @@ enum Format {
     Anthropic,
 }
 
-fn main() -> ExitCode {
+/// The `aci` command: parses the process's arguments, runs the command and
+/// gives its exit status.
+#[must_use]
+pub fn run() -> ExitCode {
     install_panic_hook();
     install_crypto_provider();
     let cli = match Cli::try_parse() {

@@ -172,6 +172,19 @@ fn serve_settings(config: &Config) -> Result<(GateLimits, usize), CliError> {
     Ok((limits, workers))
 }
 
+/// Checks `[serve]` as `aci serve --http` does at start, with `open_files`
+/// the process's limit on open files (the TLS files are not read).
+#[cfg(feature = "fuzzing")]
+pub(crate) fn check_serve_section(
+    config: &Config,
+    open_files: Option<u64>,
+) -> Result<(), CliError> {
+    serve_settings(config)?;
+    connection_limits(config, open_files)?;
+    tls_files(config)?;
+    Ok(())
+}
+
 /// The limits of `[serve]` on connections, with `open_files` the process's
 /// limit on open files (`None`: unlimited or unknown).
 fn connection_limits(

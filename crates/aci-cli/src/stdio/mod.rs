@@ -42,6 +42,7 @@ use std::time::Duration;
 use aci_contracts::RunId;
 use rmcp::ServiceExt as _;
 use rmcp::service::{QuitReason, RequestContext, RoleServer, ServerInitializeError};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 use tokio::task::{JoinError, JoinHandle};
 
@@ -62,6 +63,29 @@ const FLUSH_GRACE: Duration = Duration::from_secs(5);
 /// disconnects or the process is asked to stop, then drains (see the module
 /// docs).
 pub(crate) async fn serve(app: App, run_id: RunId, options: ServeOptions) -> Result<(), CliError> {
+    serve_on(
+        app,
+        run_id,
+        options,
+        ThreadStdin::spawn()?,
+        tokio::io::stdout(),
+    )
+    .await
+}
+
+/// [`serve`] reading `input` and writing `output` instead of stdin and
+/// stdout.
+pub(crate) async fn serve_on<R, W>(
+    app: App,
+    run_id: RunId,
+    options: ServeOptions,
+    input: R,
+    output: W,
+) -> Result<(), CliError>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let session = McpSession::stdio();
     let setup = ServiceSetup {
         server_run: Some(run_id),
@@ -72,7 +96,7 @@ pub(crate) async fn serve(app: App, run_id: RunId, options: ServeOptions) -> Res
     };
     let server = Server::start(app, options, GateLimits::UNBOUNDED, setup).await?;
     tracing::info!(session = session.as_str(), "MCP session");
-    let transport = StdioTransport::start(&server)?;
+    let transport = StdioTransport::start(&server, input, output);
     server.run(transport).await
 }
 
@@ -110,11 +134,15 @@ struct StdioTransport {
 }
 
 impl StdioTransport {
-    /// Starts reading stdin and writing stdout, and the rmcp session (its
-    /// handshake included) on a task.
-    fn start(server: &Server) -> Result<Self, CliError> {
-        let (writer, written) = LineWriter::spawn(tokio::io::stdout());
-        let transport = LineTransport::new(ThreadStdin::spawn()?, writer, server.gate().clone());
+    /// Starts reading `input` and writing `output`, and the rmcp session
+    /// (its handshake included) on a task.
+    fn start<R, W>(server: &Server, input: R, output: W) -> Self
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let (writer, written) = LineWriter::spawn(output);
+        let transport = LineTransport::new(input, writer, server.gate().clone());
         let input_closed = transport.input_closed();
         let service = server.service().clone();
         let session = tokio::spawn(async move {
@@ -133,12 +161,12 @@ impl StdioTransport {
                 }
             }
         });
-        Ok(Self {
+        Self {
             session,
             ended: None,
             input_closed,
             written,
-        })
+        }
     }
 }
 
