@@ -112,7 +112,8 @@ pub enum Rejection {
     ServerInformation,
     /// A construct known to crash a supported server version (MariaDB
     /// 10.11, prepared): an `IN`, `ANY` or `ALL` subquery that reads no
-    /// table, or a `GROUP BY` in a query that reads no table.
+    /// table, a `GROUP BY` in a query that reads no table, a `LIMIT` in an
+    /// `EXISTS` subquery.
     KnownServerCrash,
     /// A token the server may read differently from the gate's parser (a
     /// word starting with a digit, a number glued to a word, `--` without an

@@ -52,8 +52,9 @@
 //!    the [`AllowedSchemas`]; no function is schema-qualified (`schema.f()`
 //!    is a stored function, which may do anything its definer may); no
 //!    `IN`/`ANY`/`ALL` subquery and no `GROUP BY` in a query that reads no
-//!    table ([`Rejection::KnownServerCrash`]: MariaDB 10.11 crashes on
-//!    both in prepared statements); no
+//!    table, no `LIMIT` in an `EXISTS` subquery
+//!    ([`Rejection::KnownServerCrash`]: MariaDB 10.11 crashes on each in
+//!    prepared statements); no
 //!    `information_schema` table on [`DENIED_INFORMATION_SCHEMA_TABLES`]
 //!    ([`Rejection::ServerInformation`]: variables, status, sessions, grants).
 //!    Unqualified tables resolve to the connection's default database, which
@@ -375,6 +376,12 @@ impl Visitor for Relations<'_> {
             {
                 ControlFlow::Break(Rejection::KnownServerCrash)
             }
+            // MariaDB 10.11 crashes on a grouped EXISTS subquery limited to
+            // no row (`LIMIT 0`, also `LIMIT ?` bound to 0); a limit there
+            // means nothing else.
+            Expr::Exists { subquery, .. } if is_limited(subquery) => {
+                ControlFlow::Break(Rejection::KnownServerCrash)
+            }
             _ => ControlFlow::Continue(()),
         }
     }
@@ -387,6 +394,14 @@ fn is_tableless_subquery(expr: &Expr) -> bool {
         Expr::Subquery(query) => reads_no_table(query),
         _ => false,
     }
+}
+
+/// Whether the query (or its body in any parentheses) has a `LIMIT`,
+/// `OFFSET` or `FETCH`.
+fn is_limited(query: &Query) -> bool {
+    query.limit_clause.is_some()
+        || query.fetch.is_some()
+        || matches!(&*query.body, SetExpr::Query(inner) if is_limited(inner))
 }
 
 /// Whether the query's `SELECT` (in any parentheses) has a `GROUP BY`.

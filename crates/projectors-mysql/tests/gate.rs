@@ -597,9 +597,11 @@ fn system_variables_and_identity_functions_are_refused() {
 /// Its longer run then crashed it (SIGSEGV in `Item::split_sum_func2`) with a
 /// table-less subquery grouped by an outer column inside an aggregate of a
 /// subquery: a query without a table may not have `GROUP BY` (it has one
-/// row).
+/// row). And then (SIGSEGV in `Item_func_ne::add_key_fields`) with a grouped
+/// `EXISTS` subquery limited to no row (`LIMIT 0`, or `LIMIT ?` bound to 0):
+/// an `EXISTS` subquery may not have a limit.
 #[test]
-fn quantified_subqueries_without_a_table_are_refused() {
+fn constructs_that_crashed_mariadb_are_refused() {
     for sql in [
         "SELECT s, EXISTS (SELECT SUM(EXISTS (SELECT 0x41 WHERE 1.5e3 GROUP BY s))) FROM t1 IGNORE INDEX (PRIMARY) ORDER BY 1",
         "SELECT (SELECT SUM((SELECT 1 GROUP BY s))) FROM t",
@@ -635,6 +637,9 @@ fn quantified_subqueries_without_a_table_are_refused() {
         "SELECT a IN (1, 2) FROM t GROUP BY id",
         "SELECT (SELECT SUM((SELECT 1 FROM u GROUP BY t.s))) FROM t",
         "SELECT (SELECT 1 HAVING 1) FROM t",
+        "SELECT (SELECT a FROM u LIMIT 1) FROM t",
+        "SELECT 1 FROM (SELECT a FROM u LIMIT 0) d",
+        "SELECT a FROM t GROUP BY a LIMIT 0",
     ] {
         assert!(
             check_query(sql, 0).is_ok(),
