@@ -20,7 +20,7 @@
 //! store, the bundled runbooks, the mock log source, and no MySQL data source.
 //!
 //! This library is the `aci` command ([`run`]); nothing else in it is an
-//! API. With the `fuzzing` feature it also has [`fuzzing`], the entry
+//! API. With the `fuzzing` feature it also has `aci_cli::fuzzing`, the entry
 //! points of the fuzz targets in `fuzz/`.
 
 mod app;
