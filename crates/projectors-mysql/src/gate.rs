@@ -52,7 +52,8 @@
 //!    the [`AllowedSchemas`]; no function is schema-qualified (`schema.f()`
 //!    is a stored function, which may do anything its definer may); no
 //!    `IN`/`ANY`/`ALL` subquery and no `GROUP BY` in a query that reads no
-//!    table, no `LIMIT` in an `EXISTS` subquery
+//!    table, no `LIMIT` in an `EXISTS` subquery, no grouped subquery inside
+//!    an aggregate
 //!    ([`Rejection::KnownServerCrash`]: MariaDB 10.11 crashes on each in
 //!    prepared statements); no
 //!    `information_schema` table on [`DENIED_INFORMATION_SCHEMA_TABLES`]
@@ -376,6 +377,12 @@ impl Visitor for Relations<'_> {
             {
                 ControlFlow::Break(Rejection::KnownServerCrash)
             }
+            // MariaDB 10.11 crashes on a subquery grouped by a column of an
+            // outer query inside an aggregate of a subquery; the gate cannot
+            // tell outer columns, so no grouped subquery inside an aggregate.
+            Expr::Function(function) if is_aggregate(function) && holds_grouped_query(function) => {
+                ControlFlow::Break(Rejection::KnownServerCrash)
+            }
             // MariaDB 10.11 crashes on a grouped EXISTS subquery limited to
             // no row (`LIMIT 0`, also `LIMIT ?` bound to 0); a limit there
             // means nothing else.
@@ -394,6 +401,53 @@ fn is_tableless_subquery(expr: &Expr) -> bool {
         Expr::Subquery(query) => reads_no_table(query),
         _ => false,
     }
+}
+
+/// MySQL's and MariaDB's aggregate functions.
+const AGGREGATE_FUNCTIONS: &[&str] = &[
+    "AVG",
+    "BIT_AND",
+    "BIT_OR",
+    "BIT_XOR",
+    "COUNT",
+    "GROUP_CONCAT",
+    "JSON_ARRAYAGG",
+    "JSON_OBJECTAGG",
+    "MAX",
+    "MIN",
+    "STD",
+    "STDDEV",
+    "STDDEV_POP",
+    "STDDEV_SAMP",
+    "SUM",
+    "VARIANCE",
+    "VAR_POP",
+    "VAR_SAMP",
+];
+
+fn is_aggregate(function: &sqlparser::ast::Function) -> bool {
+    function.name.0.len() == 1
+        && function.name.0[0].as_ident().is_some_and(|name| {
+            AGGREGATE_FUNCTIONS
+                .iter()
+                .any(|aggregate| name.value.eq_ignore_ascii_case(aggregate))
+        })
+}
+
+/// Whether a query with a `GROUP BY` is anywhere inside `function`.
+fn holds_grouped_query(function: &sqlparser::ast::Function) -> bool {
+    struct Grouped;
+    impl Visitor for Grouped {
+        type Break = ();
+        fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<()> {
+            if is_grouped(query) {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        }
+    }
+    function.visit(&mut Grouped).is_break()
 }
 
 /// Whether the query (or its body in any parentheses) has a `LIMIT`,
