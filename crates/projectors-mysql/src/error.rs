@@ -111,9 +111,10 @@ pub enum Rejection {
     /// (server variables, status, sessions, grants).
     ServerInformation,
     /// A construct known to crash a supported server version (MariaDB
-    /// 10.11, prepared): an `IN`, `ANY` or `ALL` subquery that reads no
+    /// 10.11): an `IN`, `ANY` or `ALL` subquery that reads no
     /// table, a `GROUP BY` in a query that reads no table, a `LIMIT` in an
-    /// `EXISTS` subquery, a grouped subquery inside an aggregate.
+    /// `EXISTS` subquery, a grouped subquery inside an aggregate, `<=>`
+    /// with a `JSON_*` call.
     KnownServerCrash,
     /// A token the server may read differently from the gate's parser (a
     /// word starting with a digit, a number glued to a word, `--` without an

@@ -53,7 +53,7 @@
 //!    is a stored function, which may do anything its definer may); no
 //!    `IN`/`ANY`/`ALL` subquery and no `GROUP BY` in a query that reads no
 //!    table, no `LIMIT` in an `EXISTS` subquery, no grouped subquery inside
-//!    an aggregate
+//!    an aggregate, no `<=>` with a `JSON_*` call
 //!    ([`Rejection::KnownServerCrash`]: MariaDB 10.11 crashes on each in
 //!    prepared statements); no
 //!    `information_schema` table on [`DENIED_INFORMATION_SCHEMA_TABLES`]
@@ -75,7 +75,8 @@ use std::collections::BTreeSet;
 use std::ops::ControlFlow;
 
 use sqlparser::ast::{
-    Expr, GroupByExpr, InTarget, ObjectName, Query, SetExpr, Statement, TableFactor, Visit, Visitor,
+    BinaryOperator, Expr, GroupByExpr, InTarget, ObjectName, Query, SetExpr, Statement,
+    TableFactor, Visit, Visitor,
 };
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
@@ -383,6 +384,16 @@ impl Visitor for Relations<'_> {
             Expr::Function(function) if is_aggregate(function) && holds_grouped_query(function) => {
                 ControlFlow::Break(Rejection::KnownServerCrash)
             }
+            // MariaDB 10.11 crashes (even unprepared) on `s <=>
+            // JSON_EXTRACT(1, '$[0]')` in a WHERE: no NULL-safe comparison
+            // with a JSON function (`=` and `IS NULL` say the same).
+            Expr::BinaryOp {
+                left,
+                op: BinaryOperator::Spaceship,
+                right,
+            } if is_json_call(left) || is_json_call(right) => {
+                ControlFlow::Break(Rejection::KnownServerCrash)
+            }
             // MariaDB 10.11 crashes on a grouped EXISTS subquery limited to
             // no row (`LIMIT 0`, also `LIMIT ?` bound to 0); a limit there
             // means nothing else.
@@ -399,6 +410,22 @@ fn is_tableless_subquery(expr: &Expr) -> bool {
     match expr {
         Expr::Nested(inner) => is_tableless_subquery(inner),
         Expr::Subquery(query) => reads_no_table(query),
+        _ => false,
+    }
+}
+
+/// A call of a `JSON_*` function (in any parentheses).
+fn is_json_call(expr: &Expr) -> bool {
+    match expr {
+        Expr::Nested(inner) => is_json_call(inner),
+        Expr::Function(function) => {
+            function.name.0.len() == 1
+                && function.name.0[0].as_ident().is_some_and(|name| {
+                    name.value
+                        .get(..5)
+                        .is_some_and(|prefix| prefix.eq_ignore_ascii_case("JSON_"))
+                })
+        }
         _ => false,
     }
 }
