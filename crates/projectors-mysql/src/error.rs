@@ -114,7 +114,8 @@ pub enum Rejection {
     /// 10.11): an `IN`, `ANY` or `ALL` subquery that reads no
     /// table, a `GROUP BY` in a query that reads no table, a `LIMIT` in an
     /// `EXISTS` subquery, a grouped subquery inside an aggregate, `<=>`
-    /// with a `JSON_*` call.
+    /// with a `JSON_*` call, a grouped `IN`, `ANY`, `ALL` or `EXISTS`
+    /// subquery that selects a subquery.
     KnownServerCrash,
     /// A token the server may read differently from the gate's parser (a
     /// word starting with a digit, a number glued to a word, `--` without an

@@ -53,7 +53,8 @@
 //!    is a stored function, which may do anything its definer may); no
 //!    `IN`/`ANY`/`ALL` subquery and no `GROUP BY` in a query that reads no
 //!    table, no `LIMIT` in an `EXISTS` subquery, no grouped subquery inside
-//!    an aggregate, no `<=>` with a `JSON_*` call
+//!    an aggregate, no `<=>` with a `JSON_*` call, no grouped
+//!    `IN`/`ANY`/`ALL`/`EXISTS` subquery that selects a subquery
 //!    ([`Rejection::KnownServerCrash`]: MariaDB 10.11 crashes on each in
 //!    prepared statements); no
 //!    `information_schema` table on [`DENIED_INFORMATION_SCHEMA_TABLES`]
@@ -75,7 +76,7 @@ use std::collections::BTreeSet;
 use std::ops::ControlFlow;
 
 use sqlparser::ast::{
-    BinaryOperator, Expr, GroupByExpr, InTarget, ObjectName, Query, SetExpr, Statement,
+    BinaryOperator, Expr, GroupByExpr, InTarget, ObjectName, Query, Select, SetExpr, Statement,
     TableFactor, Visit, Visitor,
 };
 use sqlparser::dialect::MySqlDialect;
@@ -400,6 +401,34 @@ impl Visitor for Relations<'_> {
             Expr::Exists { subquery, .. } if is_limited(subquery) => {
                 ControlFlow::Break(Rejection::KnownServerCrash)
             }
+            // MariaDB 10.11.19 crashes (SIGSEGV in
+            // `Item_func_ne::add_key_fields`) on a grouped
+            // `IN`/`ANY`/`ALL`/`EXISTS` subquery that finds no row and
+            // selects a subquery testing one of its columns (see
+            // `selects_subquery_grouped`). The gate can tell neither an
+            // empty result nor an outer column, so such a subquery (also
+            // parenthesized) may not select a subquery.
+            Expr::In {
+                target: InTarget::Subquery(query),
+                ..
+            }
+            | Expr::Exists {
+                subquery: query, ..
+            } if selects_subquery_grouped(query) => ControlFlow::Break(Rejection::KnownServerCrash),
+            Expr::In {
+                target: InTarget::List(items),
+                ..
+            } if items
+                .iter()
+                .any(|item| subquery(item).is_some_and(selects_subquery_grouped)) =>
+            {
+                ControlFlow::Break(Rejection::KnownServerCrash)
+            }
+            Expr::AnyOp { right, .. } | Expr::AllOp { right, .. }
+                if subquery(right).is_some_and(selects_subquery_grouped) =>
+            {
+                ControlFlow::Break(Rejection::KnownServerCrash)
+            }
             _ => ControlFlow::Continue(()),
         }
     }
@@ -412,6 +441,52 @@ fn is_tableless_subquery(expr: &Expr) -> bool {
         Expr::Subquery(query) => reads_no_table(query),
         _ => false,
     }
+}
+
+/// The query of a subquery expression (in any parentheses).
+fn subquery(expr: &Expr) -> Option<&Query> {
+    match expr {
+        Expr::Nested(inner) => subquery(inner),
+        Expr::Subquery(query) => Some(query),
+        _ => None,
+    }
+}
+
+/// Whether a `SELECT` of the query (any set-operation branch, in any
+/// parentheses) has a `GROUP BY` and a query anywhere in its select list.
+///
+/// Such a query as an `IN`/`ANY`/`ALL`/`EXISTS` subquery crashes MariaDB
+/// 10.11.19 (SIGSEGV in `Item_func_ne::add_key_fields`, under
+/// `JOIN::optimize` of the subqueries; prepared statements only) when it
+/// finds no row (`WHERE 0`, `WHERE ?` bound to 0, `WHERE DEFAULT(a)` of a
+/// column whose default is NULL, `JOIN ... ON 0`, `LIMIT 0`) and the selected
+/// subquery's `WHERE` tests one of its columns: `SELECT 1 IN (SELECT
+/// (SELECT 1 FROM t1 WHERE t2.a) FROM t2 WHERE 0 GROUP BY a)`. Scalar and
+/// derived-table subqueries of the same shape, and the shape without
+/// `GROUP BY` (aggregates, `DISTINCT`), do not crash it.
+fn selects_subquery_grouped(query: &Query) -> bool {
+    fn branch(body: &SetExpr) -> bool {
+        match body {
+            SetExpr::Select(select) => has_group_by(select) && holds_query(&select.projection),
+            SetExpr::Query(inner) => selects_subquery_grouped(inner),
+            SetExpr::SetOperation { left, right, .. } => branch(left) || branch(right),
+            _ => false,
+        }
+    }
+    branch(&query.body)
+}
+
+/// Whether a query (a subquery, `EXISTS`, `IN (SELECT ...)`) is anywhere in
+/// `node`.
+fn holds_query<V: Visit>(node: &V) -> bool {
+    struct AnyQuery;
+    impl Visitor for AnyQuery {
+        type Break = ();
+        fn pre_visit_query(&mut self, _query: &Query) -> ControlFlow<()> {
+            ControlFlow::Break(())
+        }
+    }
+    node.visit(&mut AnyQuery).is_break()
 }
 
 /// A call of a `JSON_*` function (in any parentheses).
@@ -488,12 +563,17 @@ fn is_limited(query: &Query) -> bool {
 /// Whether the query's `SELECT` (in any parentheses) has a `GROUP BY`.
 fn is_grouped(query: &Query) -> bool {
     match &*query.body {
-        SetExpr::Select(select) => match &select.group_by {
-            GroupByExpr::All(_) => true,
-            GroupByExpr::Expressions(expressions, _) => !expressions.is_empty(),
-        },
+        SetExpr::Select(select) => has_group_by(select),
         SetExpr::Query(inner) => is_grouped(inner),
         _ => false,
+    }
+}
+
+/// Whether the `SELECT` has a `GROUP BY`.
+fn has_group_by(select: &Select) -> bool {
+    match &select.group_by {
+        GroupByExpr::All(_) => true,
+        GroupByExpr::Expressions(expressions, _) => !expressions.is_empty(),
     }
 }
 

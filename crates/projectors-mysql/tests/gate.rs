@@ -604,7 +604,14 @@ fn system_variables_and_identity_functions_are_refused() {
 /// aggregate: no grouped subquery inside an aggregate (the gate cannot tell
 /// outer columns). And (`Item_func_json_extract::read_json`, even as a
 /// plain query) with `s <=> JSON_EXTRACT(1, '$[0]')` in a WHERE: no `<=>`
-/// with a `JSON_*` call.
+/// with a `JSON_*` call. And (SIGSEGV in `Item_func_ne::add_key_fields`
+/// again, prepared only) with a grouped `IN`/`ANY`/`ALL`/`EXISTS` subquery
+/// that finds no row (`WHERE 0`, `WHERE ?` bound to 0, `WHERE DEFAULT(a)`,
+/// `JOIN ... ON 0`, `LIMIT 0`) and selects a subquery whose `WHERE` tests
+/// one of its columns (`SELECT 1 IN (SELECT (SELECT 1 FROM t1 WHERE t2.a)
+/// FROM t2 WHERE 0 GROUP BY a)`): a grouped quantified or `EXISTS` subquery
+/// may not select a subquery (the gate can tell neither an empty result
+/// nor an outer column).
 #[test]
 fn constructs_that_crashed_mariadb_are_refused() {
     for sql in [
@@ -621,6 +628,19 @@ fn constructs_that_crashed_mariadb_are_refused() {
         "SELECT MAX(a) IN ((SELECT a)) FROM t GROUP BY id",
         "SELECT id FROM t WHERE a IN (SELECT a) GROUP BY id",
         "SELECT a IN (SELECT 1) FROM t",
+        "SELECT (SELECT id IN (SELECT EXISTS (SELECT a FROM t1 x WHERE amount GROUP BY a HAVING s) FROM t2 AS x WHERE DEFAULT(a) GROUP BY s ORDER BY RAND()) FROM t1 LIMIT 0) FROM t1 x",
+        "SELECT id IN (SELECT EXISTS (SELECT a FROM t1 x WHERE amount) FROM t2 AS x WHERE DEFAULT(a) GROUP BY s) FROM t1",
+        "SELECT 1 IN (SELECT (SELECT 1 FROM t1 WHERE t2.a) FROM t2 WHERE 0 GROUP BY a)",
+        "SELECT id FROM t1 WHERE id IN (SELECT (SELECT 1 FROM t1 WHERE t2.a) FROM t2 WHERE 0 GROUP BY a)",
+        "SELECT 1 NOT IN (SELECT (SELECT 1 FROM t1 WHERE t2.a) FROM t2 WHERE 0 GROUP BY a)",
+        "SELECT 1 IN ((SELECT (SELECT 1 FROM t1 WHERE t2.a) FROM t2 WHERE 0 GROUP BY a))",
+        "SELECT 1 = ANY (SELECT (SELECT 1 FROM t1 WHERE t2.a) FROM t2 WHERE 0 GROUP BY a)",
+        "SELECT 1 <> ALL ((SELECT (SELECT 1 FROM t1 WHERE t2.a) FROM t2 WHERE 0 GROUP BY a))",
+        "SELECT EXISTS (SELECT (SELECT 1 FROM t1 WHERE t2.a) FROM t2 WHERE 0 GROUP BY a)",
+        "SELECT NOT EXISTS (SELECT (SELECT 1 FROM t1 WHERE t2.a) FROM t2 WHERE 0 GROUP BY a)",
+        "SELECT 1 IN (SELECT (SELECT 1 FROM t1 WHERE t2.a) + 1 FROM t2 JOIN t1 ON 0 GROUP BY t2.a)",
+        "SELECT 1 IN (SELECT t2.a IN (SELECT 1 FROM t1 WHERE t2.a) FROM t2 WHERE DEFAULT(s) GROUP BY a ORDER BY 1)",
+        "SELECT 1 IN (SELECT a FROM t2 UNION (SELECT (SELECT 1 FROM t1 WHERE t2.a) FROM t2 WHERE 0 GROUP BY a))",
     ] {
         assert!(
             matches!(
@@ -647,6 +667,13 @@ fn constructs_that_crashed_mariadb_are_refused() {
         "SELECT MAX((SELECT b FROM u WHERE u.id = t.id)) FROM t",
         "SELECT (SELECT MAX(b) FROM u GROUP BY c LIMIT 1) FROM t",
         "SELECT s FROM t WHERE s = JSON_EXTRACT(j, '$.k') OR s <=> NULL",
+        "SELECT a FROM t1 WHERE a IN (SELECT t2.a FROM t2 WHERE t2.s = t1.s GROUP BY t2.a)",
+        "SELECT a FROM t1 WHERE EXISTS (SELECT 1 FROM t2 WHERE t2.a = t1.a GROUP BY t2.a HAVING COUNT(*) > 1)",
+        "SELECT 1 IN (SELECT (SELECT 1 FROM t1 WHERE t2.a) FROM t2 WHERE 0)",
+        "SELECT 1 IN (SELECT a FROM t2 WHERE 0 GROUP BY a HAVING (SELECT 1 FROM t1 WHERE t2.a))",
+        "SELECT 1 = (SELECT (SELECT 1 FROM t1 WHERE t2.a) FROM t2 WHERE 0 GROUP BY a)",
+        "SELECT 1 IN (SELECT x FROM (SELECT (SELECT 1 FROM t1 WHERE t2.a) x FROM t2 WHERE 0 GROUP BY a) d)",
+        "SELECT (SELECT 1 FROM t1 WHERE t2.a) FROM t2 WHERE 0 GROUP BY a",
     ] {
         assert!(
             check_query(sql, 0).is_ok(),
