@@ -126,6 +126,16 @@ impl Matcher {
         self.matches(message)
     }
 
+    /// Whether every word is in `text` or marked in `found`: then any
+    /// message that holds `text` after a whitespace matches, whatever comes
+    /// before it.
+    pub(crate) fn all_in(&self, text: &str, found: &[bool]) -> bool {
+        self.words
+            .iter()
+            .enumerate()
+            .all(|(i, w)| found.get(i).copied().unwrap_or(false) || Self::has_word(text, w))
+    }
+
     /// Marks in `found` (one flag per word) the words that occur in `text`.
     /// Words never span whitespace, so an event's words are those of its
     /// lines taken one by one.

@@ -19,6 +19,7 @@ use std::borrow::Cow;
 
 use aci_contracts::Timestamp;
 use regex::bytes::{CaptureLocations, Regex, RegexBuilder};
+use regex_automata::{Anchored, Input, meta, util::syntax};
 use serde_json::Value;
 
 use super::formats::{Escapes, Fields};
@@ -209,6 +210,76 @@ pub(crate) struct EventParser {
     /// (the classes differ only on other characters), with a much smaller
     /// automaton. Used for ASCII lines, which are matched on their bytes.
     ascii: Option<Regex>,
+    /// The pattern split at its `timestamp` group, when it starts with it:
+    /// a head line's time read without its captures (for the lines matched
+    /// on their bytes: a preset's, a custom pattern's ASCII ones).
+    time_first: Option<TimeFirst>,
+}
+
+/// A pattern of the shape `^(?P<timestamp>T)R`, split in two so that a head
+/// line's time is read without its captures, which cost several times a
+/// match: the regex crate's matches are leftmost-first (the first way of
+/// matching in the pattern's order of preference that lets the whole
+/// pattern match), so when `R` matches anchored where the preferred match of
+/// `T` at the line's start ends, that match is the group's text.
+#[derive(Debug, Clone)]
+struct TimeFirst {
+    time: meta::Regex,
+    rest: meta::Regex,
+}
+
+impl TimeFirst {
+    /// The split of `pattern` (compiled without Unicode classes, as the
+    /// byte-matched regexes are), or `None` when it does not start with `^`
+    /// (or `\A`) and the `timestamp` group.
+    fn new(pattern: &str) -> Option<Self> {
+        use regex_syntax::ast::{AssertionKind, Ast, GroupKind, parse::Parser};
+        let ast = Parser::new().parse(pattern).ok()?;
+        let Ast::Concat(concat) = &ast else {
+            return None;
+        };
+        let [Ast::Assertion(start), Ast::Group(group), ..] = concat.asts.as_slice() else {
+            return None;
+        };
+        if !matches!(
+            start.kind,
+            AssertionKind::StartLine | AssertionKind::StartText
+        ) {
+            return None;
+        }
+        let GroupKind::CaptureName { name, .. } = &group.kind else {
+            return None;
+        };
+        if name.name != "timestamp" {
+            return None;
+        }
+        let inner = group.ast.span();
+        let time = pattern.get(inner.start.offset..inner.end.offset)?;
+        let rest = pattern.get(group.span.end.offset..concat.span.end.offset)?;
+        let build = |part: &str| {
+            meta::Builder::new()
+                .configure(
+                    meta::Config::new()
+                        .nfa_size_limit(Some(PATTERN_SIZE_LIMIT))
+                        .utf8_empty(false),
+                )
+                .syntax(syntax::Config::new().unicode(false).utf8(false))
+                .build(part)
+                .ok()
+        };
+        Some(Self {
+            time: build(time)?,
+            rest: build(rest)?,
+        })
+    }
+
+    /// The `timestamp` group's bytes in `line`, when the pattern matches it
+    /// and the split can tell them.
+    fn timestamp<'l>(&self, line: &'l [u8]) -> Option<&'l [u8]> {
+        let time = self.time.find(Input::new(line).anchored(Anchored::Yes))?;
+        let rest = Input::new(line).range(time.end()..).anchored(Anchored::Yes);
+        self.rest.is_match(rest).then(|| &line[..time.end()])
+    }
 }
 
 impl PartialEq for EventParser {
@@ -280,6 +351,9 @@ impl EventParser {
                     .ok()
             })
             .flatten();
+        let time_first = (raw || ascii.is_some())
+            .then(|| TimeFirst::new(pattern))
+            .flatten();
         let group = |name: &str| regex.capture_names().position(|n| n == Some(name));
         let timestamp = group("timestamp").ok_or("pattern has no named group `timestamp`")?;
         let message = group("message").ok_or("pattern has no named group `message`")?;
@@ -314,6 +388,7 @@ impl EventParser {
             join,
             raw,
             ascii,
+            time_first,
         })
     }
 
@@ -498,6 +573,18 @@ impl EventParser {
             timestamp,
             parser: self,
         })
+    }
+
+    /// The time of head line `line` read without its captures, when the
+    /// pattern allows it ([`TimeFirst`]): the time [`head`](Self::head)
+    /// gives, or `None` (then ask `head`).
+    pub(crate) fn quick_time(&self, line: &[u8], reference: Timestamp) -> Option<Timestamp> {
+        let split = self.time_first.as_ref()?;
+        if !self.raw && !line.is_ascii() {
+            return None;
+        }
+        let text = split.timestamp(line)?;
+        self.time(&String::from_utf8_lossy(text), reference)
     }
 
     fn time(&self, text: &str, reference: Timestamp) -> Option<Timestamp> {
@@ -868,6 +955,111 @@ mod tests {
                 )
                 .is_none()
         );
+    }
+
+    /// A head's time read without captures is the time its captures give,
+    /// or nothing: where the preferred match of the `timestamp` group does
+    /// not let the rest match, the whole pattern takes another one.
+    #[test]
+    fn quick_time_is_the_captured_time_or_nothing() {
+        let epoch = || TimeRule {
+            layout: Layout::EpochSeconds,
+            zone: utc(),
+        };
+        let reference = at("2026-12-01T15:00:00Z");
+        // (pattern, line, whether the split can read it)
+        let cases = [
+            (
+                r"^(?P<timestamp>\d+) (?P<message>.*)$",
+                "1796137200 ok",
+                true,
+            ),
+            // `\d+` prefers "12"; the rest fails after it, so the pattern
+            // takes the second alternative: "12 34".
+            (
+                r"^(?P<timestamp>\d+|\d+ \d+) (?P<message>x.*)$",
+                "1796137200 34 xy",
+                false,
+            ),
+            (
+                r"^(?P<timestamp>\d+|\d+ \d+) (?P<message>x.*)$",
+                "1796137200 xy",
+                true,
+            ),
+            // A lazy group: its preferred match is the shortest that lets
+            // the rest match, which the split cannot see.
+            (
+                r"^(?P<timestamp>\d+?)(?P<message>\d{2} .*)$",
+                "179613720000 z",
+                false,
+            ),
+            // Not at the start: no split.
+            (
+                r"^x (?P<timestamp>\d+) (?P<message>.*)$",
+                "x 1796137200 ok",
+                false,
+            ),
+            (
+                r"(?P<timestamp>\d+) (?P<message>.*)$",
+                "1796137200 ok",
+                false,
+            ),
+            // A word boundary right after the group sees the byte before it.
+            (
+                r"^(?P<timestamp>\d+)\b(?P<message>.*)$",
+                "1796137200 ok",
+                true,
+            ),
+            // Non-ASCII line of a custom pattern: matched as text, no split.
+            (
+                r"^(?P<timestamp>\d+) (?P<message>.*)$",
+                "1796137200 é",
+                false,
+            ),
+        ];
+        for (pattern, line, split) in cases {
+            let parser = EventParser::custom(pattern, epoch()).unwrap();
+            let captured = parser.head(line.as_bytes(), reference).map(|h| h.timestamp);
+            let quick = parser.quick_time(line.as_bytes(), reference);
+            if split {
+                assert!(quick.is_some(), "{pattern} on {line}");
+            }
+            if quick.is_some() {
+                assert_eq!(quick, captured, "{pattern} on {line}");
+            }
+        }
+        // The presets all start with their time.
+        let spring = preset("spring_boot").unwrap();
+        let parser = EventParser::preset(spring, utc());
+        let line = b"2026-12-01T14:00:00.123+00:00 ERROR 4242 --- [main] c.e.Order : failed";
+        assert_eq!(
+            parser.quick_time(line, reference),
+            Some(at("2026-12-01T14:00:00.123Z"))
+        );
+    }
+
+    proptest::proptest! {
+        /// Whatever the line, the quick time is the captured time or none.
+        #[test]
+        fn quick_time_never_differs(
+            line in "[0-9 x]{0,12}",
+            pattern in proptest::sample::select(vec![
+                r"^(?P<timestamp>\d+|\d+ \d+) (?P<message>x.*)$",
+                r"^(?P<timestamp>\d{1,3}(?: \d)?)(?: \d)? ?(?P<message>.*x)$",
+                r"^(?P<timestamp>\d*?)(?P<message>\d+ .*)$",
+                r"^(?P<timestamp>(?:\d )*\d)(?P<message>(?: \d)+ x.*)$",
+            ]),
+        ) {
+            let parser = EventParser::custom(pattern, TimeRule {
+                layout: Layout::EpochSeconds,
+                zone: utc(),
+            }).unwrap();
+            let reference = at("2026-12-01T15:00:00Z");
+            if let Some(quick) = parser.quick_time(line.as_bytes(), reference) {
+                let captured = parser.head(line.as_bytes(), reference).map(|h| h.timestamp);
+                proptest::prop_assert_eq!(Some(quick), captured, "{} on {:?}", pattern, line);
+            }
+        }
     }
 
     /// ASCII lines are matched with the pattern compiled without Unicode

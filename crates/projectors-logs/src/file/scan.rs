@@ -19,7 +19,7 @@ use serde_json::Value;
 use super::formats::{LineParser, Scanned};
 use super::matcher::Matcher;
 use super::paths::LogFile;
-use super::pattern::EventParser;
+use super::pattern::{EventParser, Tail};
 use super::slowlog::{Finished, SlowLogParser};
 use super::time::TimeRule;
 use crate::{LogQuery, RawLogEvent};
@@ -114,6 +114,16 @@ pub(crate) enum Item {
     Line {
         /// The line, without its line ending.
         bytes: Vec<u8>,
+        /// The file's name.
+        file: Arc<str>,
+    },
+    /// A multi-line event known to match from its continuation alone, its
+    /// head line read (captures) only if it is still kept at the end.
+    Head {
+        /// The head line, without its line ending.
+        head: Vec<u8>,
+        /// Its continuation.
+        tail: Tail,
         /// The file's name.
         file: Arc<str>,
     },
@@ -358,6 +368,14 @@ pub(crate) fn search(
                 .parse(&bytes, query.end)
                 .map(|event| with_file(event, &file)),
             Reader::Slow(_) | Reader::Events(_) => None,
+        },
+        Item::Head { head, tail, file } => match reader {
+            // Its time was read from the same line when it was scanned.
+            Reader::Events(parser) => parser.head(&head, query.end).map(|head| {
+                let message = tail.message(&head.message());
+                with_file(head.into_event(message, &tail), &file)
+            }),
+            Reader::Lines(_) | Reader::Slow(_) => None,
         },
     });
     Ok((events, matches, stats))

@@ -248,11 +248,25 @@ impl Run<'_, '_> {
             return;
         }
         let search = self.search;
-        let Some(head) = self.parser.head(&event.head, search.query.end) else {
-            stats.unparsed += 1;
-            return;
+        // An event whose continuation holds every word matches whatever its
+        // head's message: only the head's time is needed now, and the rest
+        // of the head only if the event is still kept at the end (most of a
+        // large window's matches are displaced by later ones).
+        let quick = search
+            .matcher
+            .all_in(&event.tail.text, &event.found)
+            .then(|| self.parser.quick_time(&event.head, search.query.end))
+            .flatten();
+        let (at, head) = match quick {
+            Some(at) => (at, None),
+            None => match self.parser.head(&event.head, search.query.end) {
+                Some(head) => (head.timestamp, Some(head)),
+                None => {
+                    stats.unparsed += 1;
+                    return;
+                }
+            },
         };
-        let at = head.timestamp;
         let ms = at.unix_millis();
         let window = self.window;
         if (event.start >= window.order_from && ms < search.lo())
@@ -263,15 +277,27 @@ impl Run<'_, '_> {
         if !(search.query.start <= at && at <= search.query.end) {
             return;
         }
-        let message = event.tail.message(&head.message());
-        if !search.matcher.matches_with(&message, &event.found) {
-            return;
-        }
-        stats.continuation_lines_dropped += event.tail.dropped_lines;
         let file = self.file;
-        self.collected.push_with(at, |_| {
-            Item::Event(with_file(head.into_event(message, &event.tail), file))
-        });
+        match head {
+            Some(head) => {
+                let message = event.tail.message(&head.message());
+                if !search.matcher.matches_with(&message, &event.found) {
+                    return;
+                }
+                stats.continuation_lines_dropped += event.tail.dropped_lines;
+                self.collected.push_with(at, |_| {
+                    Item::Event(with_file(head.into_event(message, &event.tail), file))
+                });
+            }
+            None => {
+                stats.continuation_lines_dropped += event.tail.dropped_lines;
+                self.collected.push_with(at, |_| Item::Head {
+                    head: event.head,
+                    tail: event.tail,
+                    file: Arc::clone(file),
+                });
+            }
+        }
     }
 }
 
