@@ -486,6 +486,12 @@ impl EventParser {
         }
     }
 
+    /// Whether every line is a head or not by itself alone (no join rule: a
+    /// line either starts an event or continues the one before it).
+    pub(crate) const fn joins_nothing(&self) -> bool {
+        matches!(self.join, Join::None)
+    }
+
     /// Whether the kind of a line depends on the line before it.
     pub(crate) const fn needs_line_before(&self) -> bool {
         matches!(self.join, Join::Partial)

@@ -117,6 +117,15 @@ pub(crate) enum Item {
         /// The file's name.
         file: Arc<str>,
     },
+    /// A multi-line event known to match from its continuation alone, as
+    /// its lines (head first; small enough that no bound cuts it),
+    /// assembled and read only if it is still kept at the end.
+    Lines {
+        /// The event's lines, with their line endings.
+        bytes: Vec<u8>,
+        /// The file's name.
+        file: Arc<str>,
+    },
     /// A multi-line event known to match from its continuation alone, its
     /// head line read (captures) only if it is still kept at the end.
     Head {
@@ -375,6 +384,12 @@ pub(crate) fn search(
                 let message = tail.message(&head.message());
                 with_file(head.into_event(message, &tail), &file)
             }),
+            Reader::Lines(_) | Reader::Slow(_) => None,
+        },
+        Item::Lines { bytes, file } => match reader {
+            Reader::Events(parser) => {
+                events::assemble(parser, &bytes, query.end).map(|event| with_file(event, &file))
+            }
             Reader::Lines(_) | Reader::Slow(_) => None,
         },
     });

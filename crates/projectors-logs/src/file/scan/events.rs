@@ -30,8 +30,10 @@ use regex::bytes::Regex;
 use super::{
     Collector, Item, ScanError, ScanStats, Search, Window, read_chunks, strip_cr, with_file,
 };
+use crate::RawLogEvent;
 use crate::file::assemble::{Assembler, Open, Pushed};
-use crate::file::pattern::{EventParser, LineKind};
+use crate::file::pattern::{EventParser, LineKind, MAX_CONTINUATION_BYTES, MAX_CONTINUATION_LINES};
+use aci_contracts::Timestamp;
 
 impl Search<'_> {
     /// Reads the events of `window` from `source`; false when an event's head
@@ -129,6 +131,10 @@ impl Run<'_, '_> {
             while start > pos && !self.certainly_starts(chunk, start) {
                 start = line_before(chunk, start);
             }
+            if let Some(next) = self.small_event(chunk, base, start, line, last) {
+                pos = next;
+                continue;
+            }
             pos = self.event_holding(chunk, base, start, line, last, stats);
         }
         // 4. The rest is the new open event.
@@ -136,6 +142,87 @@ impl Run<'_, '_> {
             let kind = self.parser.kind(line);
             self.push_open(line, kind, base + at as u64, hits.is_match(line), stats);
         }
+    }
+
+    /// The event starting at `start` and holding the hit's line `hit_line`
+    /// (after its head), kept as its bytes when that is certain to give what
+    /// [`event_holding`](Self::event_holding) gives: lines joined by no rule,
+    /// small enough that no bound cuts the event, every word in its
+    /// continuation (so it matches whatever its head's message), its head's
+    /// time read without captures. Returns where the next event starts;
+    /// `None` (nothing done) otherwise.
+    fn small_event(
+        &mut self,
+        chunk: &[u8],
+        base: u64,
+        start: usize,
+        hit_line: usize,
+        last: usize,
+    ) -> Option<usize> {
+        if !self.parser.joins_nothing() || hit_line <= start {
+            return None;
+        }
+        // `start` is a head seen walking back (else it is where the walk
+        // stopped, not an event's start).
+        match self.walked.last() {
+            Some(&(at, LineKind::Head { .. })) if at == start => {}
+            _ => return None,
+        }
+        let head_end = memchr(b'\n', &chunk[start..last]).map(|i| start + i + 1)?;
+        // The event ends where a line starts the next one.
+        let mut end = last;
+        let mut lines = 0_usize;
+        for (line, at) in Lines::new(&chunk[..last], head_end) {
+            if at > hit_line && matches!(self.parser.kind(line), LineKind::Head { .. }) {
+                end = at;
+                break;
+            }
+            lines += 1;
+            if lines > SMALL_EVENT_LINES || at - start > SMALL_EVENT_BYTES {
+                return None;
+            }
+        }
+        if end - start > SMALL_EVENT_BYTES {
+            return None;
+        }
+        let search = self.search;
+        let continuation = String::from_utf8_lossy(&chunk[head_end..end]);
+        if !search.matcher.all_in(&continuation, &[]) {
+            return None;
+        }
+        let at = self
+            .parser
+            .quick_time(line_at(chunk, start), search.query.end)?;
+        if self.admit(base + start as u64, at) {
+            let file = self.file;
+            self.collected.push_with(at, |displaced| {
+                let mut bytes = match displaced {
+                    Some(Item::Lines { bytes, .. }) => bytes,
+                    _ => Vec::new(),
+                };
+                bytes.clear();
+                bytes.extend_from_slice(&chunk[start..end]);
+                Item::Lines {
+                    bytes,
+                    file: Arc::clone(file),
+                }
+            });
+        }
+        Some(end)
+    }
+
+    /// Checks the time order of an event at file offset `start` whose head
+    /// says `at` (as the line reader does), and whether it is in the window.
+    fn admit(&mut self, start: u64, at: Timestamp) -> bool {
+        let search = self.search;
+        let ms = at.unix_millis();
+        let window = self.window;
+        if (start >= window.order_from && ms < search.lo())
+            || (start < window.stop && ms > search.hi() && window.stop != u64::MAX)
+        {
+            self.ordered = false;
+        }
+        search.query.start <= at && at <= search.query.end
     }
 
     /// Feeds the lines from `start` (an event start) until the event holding
@@ -267,14 +354,7 @@ impl Run<'_, '_> {
                 }
             },
         };
-        let ms = at.unix_millis();
-        let window = self.window;
-        if (event.start >= window.order_from && ms < search.lo())
-            || (event.start < window.stop && ms > search.hi() && window.stop != u64::MAX)
-        {
-            self.ordered = false;
-        }
-        if !(search.query.start <= at && at <= search.query.end) {
+        if !self.admit(event.start, at) {
             return;
         }
         let file = self.file;
@@ -299,6 +379,38 @@ impl Run<'_, '_> {
             }
         }
     }
+}
+
+/// The most lines and bytes of an event kept as its bytes
+/// ([`Run::small_event`]): far below the bounds of one event, so that none
+/// of its lines is dropped from its message (a byte of invalid UTF-8 becomes
+/// three, each line adds a `\n`).
+const SMALL_EVENT_LINES: usize = MAX_CONTINUATION_LINES / 4;
+const SMALL_EVENT_BYTES: usize = MAX_CONTINUATION_BYTES / 4;
+
+/// The event `bytes` hold (its lines, head first, with their line endings),
+/// read as the scan reads events; `None` when its head does not parse.
+pub(super) fn assemble(
+    parser: &EventParser,
+    bytes: &[u8],
+    reference: Timestamp,
+) -> Option<RawLogEvent> {
+    let mut assembler = Assembler::new();
+    let mut open = None;
+    for (line, at) in Lines::new(bytes, 0) {
+        let kind = parser.kind(line);
+        if let Pushed::Started(Some(done)) =
+            assembler.push(parser, line, kind, at as u64, true, None)
+        {
+            // A second head: not one event (never so when kept).
+            open = Some(done);
+            break;
+        }
+    }
+    let event = open.or_else(|| assembler.finish())?;
+    let head = parser.head(&event.head, reference)?;
+    let message = event.tail.message(&head.message());
+    Some(head.into_event(message, &event.tail))
 }
 
 /// The whole lines of `chunk` from `from`, without their line endings, with
