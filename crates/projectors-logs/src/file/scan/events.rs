@@ -388,26 +388,31 @@ impl Run<'_, '_> {
 const SMALL_EVENT_LINES: usize = MAX_CONTINUATION_LINES / 4;
 const SMALL_EVENT_BYTES: usize = MAX_CONTINUATION_BYTES / 4;
 
-/// The event `bytes` hold (its lines, head first, with their line endings),
-/// read as the scan reads events; `None` when its head does not parse.
+/// The event `bytes` hold (its lines as [`Run::small_event`] found them: a
+/// head, then lines that start no event, with their line endings), read as
+/// the scan reads events; `None` when its head does not parse.
 pub(super) fn assemble(
     parser: &EventParser,
     bytes: &[u8],
     reference: Timestamp,
 ) -> Option<RawLogEvent> {
+    // The scan saw which lines these are: a head, then lines that are not
+    // (without a join rule, their kinds need no second look).
     let mut assembler = Assembler::new();
-    let mut open = None;
     for (line, at) in Lines::new(bytes, 0) {
-        let kind = parser.kind(line);
-        if let Pushed::Started(Some(done)) =
-            assembler.push(parser, line, kind, at as u64, true, None)
-        {
-            // A second head: not one event (never so when kept).
-            open = Some(done);
-            break;
-        }
+        let kind = if at == 0 {
+            LineKind::Head {
+                key: 0,
+                partial: false,
+            }
+        } else if line.is_empty() {
+            LineKind::Blank
+        } else {
+            LineKind::Other
+        };
+        assembler.push(parser, line, kind, at as u64, true, None);
     }
-    let event = open.or_else(|| assembler.finish())?;
+    let event = assembler.finish()?;
     let head = parser.head(&event.head, reference)?;
     let message = event.tail.message(&head.message());
     Some(head.into_event(message, &event.tail))
