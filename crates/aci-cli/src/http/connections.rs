@@ -276,6 +276,14 @@ impl ConnectionState {
         }
     }
 
+    /// Whether the connection waits on its client: no request is being
+    /// answered, or a request body is still to come.
+    #[cfg(feature = "fuzzing")]
+    pub(crate) fn waits_on_client(&self) -> bool {
+        self.in_flight.load(Ordering::Relaxed) == 0
+            || self.reading_bodies.load(Ordering::Relaxed) > 0
+    }
+
     /// Resolves when the acceptor shed this connection.
     pub(crate) async fn shed(&self) {
         self.close.notified().await;
@@ -338,53 +346,49 @@ impl Drop for ReadingBody {
     }
 }
 
-/// A request body counted as being read until its end or its drop.
-pub(crate) struct WatchedRequestBody {
-    inner: hyper::body::Incoming,
-    reading: Option<ReadingBody>,
+/// What a [`Watched`] body holds until the body ends or is dropped.
+pub(crate) trait BodyWatch {
+    /// Whether the body's end flag ends the watch too, not only its last
+    /// frame or an error: a request body's reader may stop once the body
+    /// says it is at its end, without polling for the end; a response
+    /// body's request stays in flight until the body is polled to its end
+    /// (or dropped).
+    const ENDS_AT_END_STREAM: bool;
 }
 
-impl http_body::Body for WatchedRequestBody {
+impl BodyWatch for ReadingBody {
+    const ENDS_AT_END_STREAM: bool = true;
+}
+
+impl BodyWatch for InFlight {
+    const ENDS_AT_END_STREAM: bool = false;
+}
+
+/// A body holding `W` until its end or its drop: a request body counted
+/// as being read ([`ReadingBody`]), or a response body that keeps its
+/// request in flight ([`InFlight`]).
+pub(crate) struct Watched<B, W> {
+    inner: B,
+    watch: Option<W>,
+}
+
+impl<B, W> http_body::Body for Watched<B, W>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+    W: BodyWatch + Unpin,
+{
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = B::Error;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        if matches!(polled, Poll::Ready(None | Some(Err(_)))) || self.inner.is_end_stream() {
-            self.reading = None;
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-/// A response body that keeps its request in flight until it ends.
-pub(crate) struct WatchedResponseBody {
-    inner: Body,
-    in_flight: Option<InFlight>,
-}
-
-impl http_body::Body for WatchedResponseBody {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
-            self.in_flight = None;
+        if matches!(polled, Poll::Ready(None | Some(Err(_))))
+            || (W::ENDS_AT_END_STREAM && self.inner.is_end_stream())
+        {
+            self.watch = None;
         }
         polled
     }
@@ -406,8 +410,8 @@ pub(crate) fn watch_request(
 ) -> (hyper::Request<Body>, InFlight) {
     let in_flight = state.request_started();
     let request = request.map(|inner| {
-        let reading = (!http_body::Body::is_end_stream(&inner)).then(|| ReadingBody::new(state));
-        Body::new(WatchedRequestBody { inner, reading })
+        let watch = (!http_body::Body::is_end_stream(&inner)).then(|| ReadingBody::new(state));
+        Body::new(Watched { inner, watch })
     });
     (request, in_flight)
 }
@@ -416,10 +420,10 @@ pub(crate) fn watch_request(
 pub(crate) fn watch_response(
     response: axum::response::Response,
     in_flight: InFlight,
-) -> hyper::Response<WatchedResponseBody> {
-    response.map(|inner| WatchedResponseBody {
+) -> hyper::Response<Watched<Body, InFlight>> {
+    response.map(|inner| Watched {
         inner,
-        in_flight: Some(in_flight),
+        watch: Some(in_flight),
     })
 }
 

@@ -29,6 +29,8 @@
 mod auth;
 pub(crate) mod config;
 mod connections;
+#[cfg(feature = "fuzzing")]
+pub(crate) mod in_memory;
 mod login;
 mod metrics;
 mod ops;
@@ -75,54 +77,14 @@ pub(crate) struct HttpOptions {
 
 /// Serves until SIGTERM/SIGINT, then drains.
 pub(crate) async fn serve(app: App, config: &Config, options: HttpOptions) -> Result<(), CliError> {
-    // Settings are checked before anything is said at start: an error is
-    // the one line on stderr.
-    let (limits, worker_count) = serve_settings(config)?;
-    let connection_limits = connection_limits(config, connections::raise_open_files_limit())?;
-    let tls = match tls_files(config)? {
-        Some(files) => {
-            Some(TlsSettings::load(files).map_err(|e| CliError::config(format!("serve: {e}")))?)
-        }
-        None => None,
-    };
-    let authenticator = authenticator(config, &options)?;
-    if !options.shared_store {
-        eprintln!(
-            "aci: the memory store keeps records in this process only: run one replica (use a Redis store for several)"
-        );
-    }
-    let metrics = Metrics::new().map_err(|e| CliError::config(format!("metrics: {e}")))?;
-    if let Some(archive) = &app.archive {
-        metrics
-            .register_archive(archive.metrics())
-            .map_err(|e| CliError::config(format!("metrics: {e}")))?;
-    }
-    if config.knowledge.embeddings.is_some() {
-        metrics
-            .register_knowledge(&app.knowledge)
-            .map_err(|e| CliError::config(format!("metrics: {e}")))?;
-    }
-    let table = ConnectionTable::new(connection_limits)
-        .map_err(|e| CliError::config(format!("metrics: {e}")))?;
-    metrics
-        .register_connections(&table)
-        .map_err(|e| CliError::config(format!("metrics: {e}")))?;
-    let metrics = Arc::new(metrics);
-    let serve_options = ServeOptions::new(&config.serve, &app);
-    let setup = ServiceSetup {
-        server_run: None,
-        facts: Arc::new(HttpFacts),
-        observer: Some(Arc::clone(&metrics) as _),
-    };
-    // The review pages read a run the store no longer holds from the
-    // archive: its connection is opened now (and again when it fails).
-    let archive = crate::archive::ArchiveReader::of(config).map(Arc::new);
-    if let Some(reader) = &archive {
-        reader.connect_now().await;
-    }
-    let server = Server::start(app, serve_options, limits, setup).await?;
-    let (router, cancel) = router::routes(&server, config, authenticator, metrics, archive);
-
+    let Replica {
+        server,
+        router,
+        cancel,
+        table,
+        tls,
+        worker_count,
+    } = Replica::start(app, config, &options, connections::raise_open_files_limit).await?;
     let listener = TcpListener::bind(&options.addr)
         .await
         .map_err(|e| CliError::config(format!("cannot listen on {}: {e}", options.addr)))?;
@@ -151,6 +113,85 @@ pub(crate) async fn serve(app: App, config: &Config, options: HttpOptions) -> Re
         cancel,
     };
     server.run(transport).await
+}
+
+/// What `aci serve --http` serves, before it listens: the started server,
+/// its router, the connection table and the settings of its workers.
+struct Replica {
+    server: Server,
+    router: axum::Router,
+    cancel: CancellationToken,
+    table: Arc<ConnectionTable>,
+    tls: Option<Arc<TlsSettings>>,
+    worker_count: usize,
+}
+
+impl Replica {
+    /// Checks the settings (`open_files` reads the process's limit on open
+    /// files, once `[serve]`'s other settings passed), builds the metrics,
+    /// the connection table and the router, and starts the server.
+    async fn start(
+        app: App,
+        config: &Config,
+        options: &HttpOptions,
+        open_files: impl FnOnce() -> Option<u64>,
+    ) -> Result<Self, CliError> {
+        // Settings are checked before anything is said at start: an error is
+        // the one line on stderr.
+        let (limits, worker_count) = serve_settings(config)?;
+        let connection_limits = connection_limits(config, open_files())?;
+        let tls = match tls_files(config)? {
+            Some(files) => Some(
+                TlsSettings::load(files).map_err(|e| CliError::config(format!("serve: {e}")))?,
+            ),
+            None => None,
+        };
+        let authenticator = authenticator(config, options)?;
+        if !options.shared_store {
+            eprintln!(
+                "aci: the memory store keeps records in this process only: run one replica (use a Redis store for several)"
+            );
+        }
+        let metrics = Metrics::new().map_err(|e| CliError::config(format!("metrics: {e}")))?;
+        if let Some(archive) = &app.archive {
+            metrics
+                .register_archive(archive.metrics())
+                .map_err(|e| CliError::config(format!("metrics: {e}")))?;
+        }
+        if config.knowledge.embeddings.is_some() {
+            metrics
+                .register_knowledge(&app.knowledge)
+                .map_err(|e| CliError::config(format!("metrics: {e}")))?;
+        }
+        let table = ConnectionTable::new(connection_limits)
+            .map_err(|e| CliError::config(format!("metrics: {e}")))?;
+        metrics
+            .register_connections(&table)
+            .map_err(|e| CliError::config(format!("metrics: {e}")))?;
+        let metrics = Arc::new(metrics);
+        let serve_options = ServeOptions::new(&config.serve, &app);
+        let setup = ServiceSetup {
+            server_run: None,
+            facts: Arc::new(HttpFacts),
+            observer: Some(Arc::clone(&metrics) as _),
+        };
+        // The review pages read a run the store no longer holds from the
+        // archive: its connection is opened now (and again when it fails).
+        let archive = crate::archive::ArchiveReader::of(config).map(Arc::new);
+        if let Some(reader) = &archive {
+            reader.connect_now().await;
+        }
+        let server = Server::start(app, serve_options, limits, setup).await?;
+        let (router, cancel) = router::routes(&server, config, authenticator, metrics, archive);
+        Ok(Self {
+            server,
+            router,
+            cancel,
+            table,
+            tls,
+            worker_count,
+        })
+    }
 }
 
 /// The gate's limits and the number of workers, from `[serve]`.

@@ -10,19 +10,26 @@
 //!    else is read; the principal goes into the request;
 //! 2. the request body limit: `max_request_bytes` plus [`ENVELOPE_BYTES`]
 //!    for the JSON-RPC envelope, 413 without reading a larger body whole;
-//! 3. the run of a `/runs/<run_id>/mcp` URL, put in the request.
+//! 3. a body that could not be read is the client's error: 413 over the
+//!    limit, 400 when it broke off (rmcp would answer 500);
+//! 4. the run of a `/runs/<run_id>/mcp` URL, put in the request.
 //!
 //! The review routes (`/runs/<run_id>`, its calls and citation check,
 //! [`crate::review`]) sit behind the same authentication.
 
-use std::sync::{Arc, LazyLock};
+use std::pin::Pin;
+use std::sync::{Arc, LazyLock, OnceLock};
+use std::task::{Context, Poll};
 
 use axum::Router;
+use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::middleware::{self, Next};
-use axum::response::Response;
+use axum::response::{IntoResponse as _, Response};
+use http_body::{Frame, SizeHint};
+use http_body_util::LengthLimitError;
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
@@ -105,6 +112,7 @@ pub(crate) fn routes(
         .route_service("/mcp", mcp.clone())
         .route_service("/runs/{run_id}/mcp", mcp)
         .layer(middleware::from_fn(path_run))
+        .layer(middleware::from_fn(body_errors))
         .layer(RequestBodyLimitLayer::new(body_limit))
         .layer(middleware::map_response_with_state(
             metrics,
@@ -141,6 +149,80 @@ async fn path_run(mut request: Request, next: Next) -> Response {
         request.extensions_mut().insert(run);
     }
     next.run(request).await
+}
+
+/// Why a request body could not be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BodyFailure {
+    /// Over the body limit (a body without a length is cut as it is read).
+    TooLarge,
+    /// It broke off: the client closed its side, sent a malformed chunk, or
+    /// the connection failed.
+    Broken,
+}
+
+/// A request body that notes why reading it failed.
+struct NotedBody {
+    inner: Body,
+    failure: Arc<OnceLock<BodyFailure>>,
+}
+
+impl http_body::Body for NotedBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Err(error))) = &polled {
+            let too_large =
+                std::iter::successors(Some(error as &(dyn std::error::Error + 'static)), |e| {
+                    e.source()
+                })
+                .any(<dyn std::error::Error>::is::<LengthLimitError>);
+            let _ = self.failure.set(if too_large {
+                BodyFailure::TooLarge
+            } else {
+                BodyFailure::Broken
+            });
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// A request whose body could not be read is answered as the client's
+/// error: rmcp answers 500 to any error reading it.
+async fn body_errors(request: Request, next: Next) -> Response {
+    let failure = Arc::new(OnceLock::new());
+    let request = request.map(|inner| {
+        Body::new(NotedBody {
+            inner,
+            failure: Arc::clone(&failure),
+        })
+    });
+    let response = next.run(request).await;
+    if response.status() != StatusCode::INTERNAL_SERVER_ERROR {
+        return response;
+    }
+    match failure.get() {
+        Some(BodyFailure::TooLarge) => {
+            (StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n").into_response()
+        }
+        Some(BodyFailure::Broken) => {
+            (StatusCode::BAD_REQUEST, "malformed request body\n").into_response()
+        }
+        None => response,
+    }
 }
 
 async fn count_too_large(State(metrics): State<Arc<Metrics>>, response: Response) -> Response {
@@ -183,5 +265,71 @@ impl RequestFacts for HttpFacts {
             principal: parts.extensions.get::<Principal>(),
             ..TransportFacts::in_session(&UNKNOWN_CONNECTION)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::io;
+
+    use tower::ServiceExt as _;
+
+    use super::super::{HttpOptions, Replica};
+    use super::*;
+    use crate::app::App;
+
+    /// The router of an open replica on the default configuration.
+    async fn open_router() -> Router {
+        let config = Config::default();
+        let app = App::build(&config, Some("memory")).await.unwrap();
+        let options = HttpOptions {
+            addr: String::new(),
+            insecure_no_auth: true,
+            shared_store: false,
+        };
+        Replica::start(app, &config, &options, || None)
+            .await
+            .unwrap()
+            .router
+    }
+
+    /// A `POST /mcp` of `body`, without a length (as a chunked body).
+    fn post(body: Body) -> Request {
+        Request::post("/mcp")
+            .header("host", "localhost")
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body)
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_request_body_that_breaks_off_is_the_clients_error() {
+        let router = open_router().await;
+        // As hyper's body of a client that closed its side, or sent a
+        // malformed chunk, half way.
+        let chunks = [
+            Ok(Bytes::from_static(b"{\"jsonrpc\":\"2.0\",")),
+            Err(io::Error::new(io::ErrorKind::UnexpectedEof, "cut")),
+        ];
+        let response = router
+            .oneshot(post(Body::from_stream(futures::stream::iter(chunks))))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    }
+
+    #[tokio::test]
+    async fn a_request_body_over_the_limit_without_a_length_is_413() {
+        let router = open_router().await;
+        let chunk = Bytes::from(vec![b' '; 16 * 1024]);
+        let chunks = (0..64).map(move |_| Ok::<_, io::Error>(chunk.clone()));
+        let response = router
+            .oneshot(post(Body::from_stream(futures::stream::iter(chunks))))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
     }
 }

@@ -303,7 +303,7 @@ impl WorkerServer {
     }
 }
 
-/// Serves one connection to its end (after its TLS handshake, with TLS).
+/// Serves one accepted socket to its end.
 async fn serve_connection(
     handoff: Handoff,
     router: Router,
@@ -322,21 +322,36 @@ async fn serve_connection(
         return;
     };
     let peer = socket.peer_addr().unwrap_or(local);
-    let state = Arc::clone(lease.state());
-    let table = Arc::clone(lease.table());
+    let stream = WatchedStream {
+        inner: socket,
+        state: Arc::clone(lease.state()),
+        _open: open,
+        lease,
+    };
+    serve_stream(stream, peer, router, &http, tls, stopping).await;
+}
+
+/// Serves one connection's stream to its end (after its TLS handshake,
+/// with TLS).
+async fn serve_stream<S>(
+    stream: WatchedStream<S>,
+    peer: SocketAddr,
+    router: Router,
+    http: &http1::Builder,
+    tls: Option<Arc<TlsSettings>>,
+    stopping: watch::Receiver<bool>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let state = Arc::clone(&stream.state);
+    let table = Arc::clone(stream.lease.table());
     let connection = Connection {
         session: McpSession::connection(),
         peer,
         state: Arc::clone(&state),
     };
-    let stream = WatchedStream {
-        inner: socket,
-        state: Arc::clone(&state),
-        _open: open,
-        _lease: lease,
-    };
     let Some(tls) = tls else {
-        return drive(stream, router, connection, &table, &http, stopping).await;
+        return drive(stream, router, connection, &table, http, stopping).await;
     };
     // The handshake is part of the head: due within the header timeout of
     // the accept, and shed like any idle connection meanwhile.
@@ -355,7 +370,28 @@ async fn serve_connection(
         },
         () = state.shed() => return,
     };
-    drive(stream, router, connection, &table, &http, stopping).await;
+    drive(stream, router, connection, &table, http, stopping).await;
+}
+
+/// Serves `stream`, a connection admitted into `lease`'s table, as a worker
+/// serves an accepted socket, without TLS and never stopped: the fuzz
+/// targets' connections, in memory.
+#[cfg(feature = "fuzzing")]
+pub(crate) async fn serve_in_memory<S>(stream: S, peer: SocketAddr, lease: Lease, router: Router)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let http = http_builder(lease.table().limits());
+    let count = Arc::new(AtomicUsize::new(0));
+    let stream = WatchedStream {
+        inner: stream,
+        state: Arc::clone(lease.state()),
+        _open: OpenConnection::new(&count),
+        lease,
+    };
+    // Held to the end: a closed channel would read as a stop.
+    let (_stop, stopping) = watch::channel(false);
+    serve_stream(stream, peer, router, &http, None, stopping).await;
 }
 
 /// hyper's connection future on `io`, beside the watchdog of its deadlines,
@@ -436,14 +472,14 @@ pub(crate) struct Connection {
 /// A served connection's socket: tells its state when bytes come, and holds
 /// the connection's place in its worker's count and the replica's table
 /// until dropped.
-struct WatchedStream {
-    inner: tokio::net::TcpStream,
+struct WatchedStream<S> {
+    inner: S,
     state: Arc<ConnectionState>,
     _open: OpenConnection,
-    _lease: Lease,
+    lease: Lease,
 }
 
-impl AsyncRead for WatchedStream {
+impl<S: AsyncRead + Unpin> AsyncRead for WatchedStream<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -458,7 +494,7 @@ impl AsyncRead for WatchedStream {
     }
 }
 
-impl AsyncWrite for WatchedStream {
+impl<S: AsyncWrite + Unpin> AsyncWrite for WatchedStream<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
