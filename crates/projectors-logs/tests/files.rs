@@ -526,6 +526,12 @@ fn invalid_configurations_are_refused() {
         assert!(error.to_string().contains(needle), "{error}");
         assert!(error.to_string().contains("APPLICATION"), "{error}");
     }
+    // `max_raw_events = 0` (the text the `logs_config` fuzz target found
+    // outside the contract it asserted): invalid bounds, as documented.
+    let config: LogsConfig = toml::from_str("\nmax_raw_events = 0").unwrap();
+    let error = FileLogSource::new(&config).unwrap_err();
+    assert_eq!(error.code(), "INVALID_BOUNDS");
+    assert!(error.to_string().contains("max_raw_events"), "{error}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
