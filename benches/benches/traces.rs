@@ -2,11 +2,13 @@
 //! serve --http` replicas (memory store, no authentication) answer the same
 //! `query_logs` calls: one with telemetry off (the baseline), one exporting
 //! every call's spans (`[telemetry] sample_ratio = 1.0`) over OTLP/HTTP to a
-//! live receiver in this process, which reads every export request whole and
+//! live receiver in this process, which decodes every export request and
 //! answers 200. A row's figure is the replica's CPU time per call (every
 //! thread of the process, the export thread included, from
-//! `/proc/<pid>/task/*/schedstat`); the ratio is on over off, the median over
-//! `ACI_BENCH_ROUNDS` rounds (default 5, the two rows in a rotated order) of
+//! `/proc/<pid>/task/*/schedstat`), read once the receiver holds every span
+//! of the calls so far (so the export of a row's calls is in its figure);
+//! the ratio is on over off, the median over
+//! `ACI_BENCH_ROUNDS` rounds (default 9, the two rows in a rotated order) of
 //! `ACI_BENCH_CALLS` calls each (default 3,000, after 300 warm-up calls), at
 //! 4 concurrent calls over one keep-alive HTTP/1.1 connection per worker.
 //! The last line is machine-readable (`cpu_ratio_on_off=…`).
@@ -25,11 +27,15 @@ use http_body_util::{BodyExt as _, Full};
 use hyper::body::Bytes;
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::process::{Child, Command};
 
 const DEFAULT_CALLS: usize = 3_000;
-const DEFAULT_ROUNDS: usize = 5;
+const DEFAULT_ROUNDS: usize = 9;
+/// Spans of one READY `query_logs` call: `tools/call`, `execute_tool` and
+/// its three phases.
+const SPANS_PER_CALL: u64 = 5;
 const WARM_UP: usize = 300;
 const WORKERS: usize = 4;
 const ARGUMENTS: &str = r#"{"topic":"APPLICATION","query":"timeout"}"#;
@@ -57,15 +63,18 @@ fn cpu_ns(pid: u32) -> u64 {
         .sum()
 }
 
-/// What the receiver took in: export requests and their bytes.
+/// What the receiver took in: export requests, their bytes and spans.
 #[derive(Default)]
 struct Received {
     requests: AtomicU64,
     bytes: AtomicU64,
+    spans: AtomicU64,
+    arrived: tokio::sync::Notify,
 }
 
 /// A live OTLP/HTTP receiver: reads each request whole (headers, then
-/// `content-length` bytes) and answers `200` with an empty protobuf body.
+/// `content-length` bytes), decodes it, counts its spans and answers `200`
+/// with an empty protobuf body.
 async fn receiver() -> (String, Arc<Received>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
@@ -97,8 +106,19 @@ async fn receiver() -> (String, Arc<Received>) {
                     if socket.read_exact(&mut body).await.is_err() {
                         return;
                     }
+                    let request =
+                        <ExportTraceServiceRequest as prost::Message>::decode(body.as_slice())
+                            .expect("an OTLP export request");
+                    let spans: usize = request
+                        .resource_spans
+                        .iter()
+                        .flat_map(|r| &r.scope_spans)
+                        .map(|s| s.spans.len())
+                        .sum();
                     counts.requests.fetch_add(1, Ordering::Relaxed);
                     counts.bytes.fetch_add(length as u64, Ordering::Relaxed);
+                    counts.spans.fetch_add(spans as u64, Ordering::Relaxed);
+                    counts.arrived.notify_waiters();
                     let reply = b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n";
                     if socket.get_mut().write_all(reply).await.is_err() {
                         return;
@@ -206,12 +226,45 @@ async fn dropped_spans(replica: &Replica) -> u64 {
         .expect("the dropped spans counter")
 }
 
-/// CPU microseconds per call of `replica` over `count` calls of a fresh run.
-async fn measure(replica: &Replica, tag: &str, count: usize) -> f64 {
+/// Waits until `received` holds `spans` spans (the replica exports within
+/// its delay).
+async fn exported(received: &Received, spans: u64) {
+    let arrived = async {
+        loop {
+            let notified = received.arrived.notified();
+            if received.spans.load(Ordering::Relaxed) >= spans {
+                return;
+            }
+            notified.await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(60), arrived)
+        .await
+        .expect("the traced replica's spans never all arrived");
+}
+
+/// CPU microseconds per call of `replica` over `count` calls of a fresh run;
+/// with `export`, the receiver's count of spans so far and the spans that
+/// make its figure include every span of these calls.
+async fn measure(
+    replica: &Replica,
+    tag: &str,
+    count: usize,
+    export: Option<(&Received, &mut u64)>,
+) -> f64 {
     let pid = replica.child.id().expect("the replica runs");
     calls(replica.addr, &format!("run-warm-{tag}"), WARM_UP).await;
+    let mut export = export;
+    if let Some((received, expected)) = &mut export {
+        **expected += WARM_UP as u64 * SPANS_PER_CALL;
+        exported(received, **expected).await;
+    }
     let before = cpu_ns(pid);
     calls(replica.addr, &format!("run-{tag}"), count).await;
+    if let Some((received, expected)) = &mut export {
+        **expected += count as u64 * SPANS_PER_CALL;
+        exported(received, **expected).await;
+    }
     let spent = cpu_ns(pid) - before;
     spent as f64 / 1_000.0 / count as f64
 }
@@ -243,11 +296,15 @@ async fn main() {
     );
     let mut per_row = [Vec::new(), Vec::new()];
     let mut ratios = Vec::new();
+    // Spans the traced replica has exported so far (when all have arrived).
+    let mut expected = 0;
     for round in 0..rounds {
         let mut figures = [0.0; 2];
         for row in aci_bench::rotated(rows.len(), round) {
             let (tag, replica) = &rows[row];
-            figures[row] = measure(replica, &format!("{tag}-{round}"), calls_per_round).await;
+            let export = (*tag == "on").then_some((&*received, &mut expected));
+            figures[row] =
+                measure(replica, &format!("{tag}-{round}"), calls_per_round, export).await;
         }
         println!(
             "round {round}: off {:.1} us/call, on {:.1} us/call",
@@ -259,6 +316,11 @@ async fn main() {
     }
     let requests = received.requests.load(Ordering::Relaxed);
     assert!(requests > 0, "the receiver got no export");
+    assert_eq!(
+        received.spans.load(Ordering::Relaxed),
+        expected,
+        "the receiver got spans of no call"
+    );
     // A dropped span would make tracing look cheaper than it is.
     let dropped = dropped_spans(&rows[1].1).await;
     println!("spans dropped by the traced replica: {dropped}");

@@ -1,24 +1,26 @@
-//! Export off the call path: the SDK's batch span processor (its own
-//! thread, a bounded queue) behind a gate that counts every span that does
-//! not reach the collector, and the trace ids of runs.
+//! Export off the call path: answered calls wait in a bounded queue; one
+//! thread of their own makes their spans (the SDK's tracer, so sampling,
+//! ids and limits are the SDK's) and hands them to the OTLP exporter in
+//! batches. Also the trace ids of runs.
 //!
-//! A span is dropped, and counted in `aci_telemetry_dropped_spans_total`,
-//! when the queue is full (a collector that is down, answers errors or hangs
-//! holds the export thread for the exporter's timeout while calls keep
-//! ending) or when its batch's export failed. Ending a span never waits.
+//! A call costs its serving thread one push: every span is made, converted
+//! and sent on the telemetry thread, a batch at a time, where that code stays
+//! warm. A call's spans are dropped, and counted in
+//! `aci_telemetry_dropped_spans_total`, when the queue is full (a collector
+//! that is down, answers errors or hangs holds the thread for the
+//! exporter's timeout while calls keep ending) or when their batch's export
+//! failed. Queuing a call never waits.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use opentelemetry::Context;
 use opentelemetry::trace::{SpanId, TraceId};
 use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::trace::{
-    BatchConfigBuilder, BatchSpanProcessor, IdGenerator, RandomIdGenerator, Span, SpanData,
-    SpanExporter, SpanProcessor,
+    IdGenerator, RandomIdGenerator, SdkTracer, Span, SpanData, SpanExporter, SpanProcessor,
 };
 use prometheus::IntCounter;
 use sha2::{Digest as _, Sha256};
@@ -32,102 +34,232 @@ pub(crate) static DROPPED_SPANS: LazyLock<IntCounter> = LazyLock::new(|| {
     .unwrap_or_else(|_| unreachable!("a valid counter definition"))
 });
 
-/// Spans waiting for export, at most.
-pub(crate) const MAX_QUEUED_SPANS: usize = 2048;
+/// Spans of queued calls, at most.
+pub(crate) const MAX_QUEUED_SPANS: usize = 4096;
+/// Queued spans that wake the telemetry thread before its delay.
+const EXPORT_AT: usize = 1024;
 /// Spans in one export request, at most.
-const MAX_BATCH: usize = 512;
-/// How long an ended span may wait for its batch.
+const MAX_BATCH: usize = 2048;
+/// How long an answered call may wait for its batch.
 const SCHEDULED_DELAY: Duration = Duration::from_millis(500);
 
-/// The batch processor over `exporter`, with the dropped spans counted.
-pub(super) fn processor<E>(exporter: E) -> CountingProcessor
-where
-    E: SpanExporter + 'static,
-{
-    let queued = Arc::new(AtomicUsize::new(0));
-    let exporter = CountingExporter {
-        inner: exporter,
-        queued: Arc::clone(&queued),
-    };
-    // The SDK's queue is larger than the gate's: the gate alone decides what
-    // is dropped, so every drop is counted.
-    let config = BatchConfigBuilder::default()
-        .with_max_queue_size(MAX_QUEUED_SPANS * 2)
-        .with_max_export_batch_size(MAX_BATCH)
-        .with_scheduled_delay(SCHEDULED_DELAY)
-        .build();
-    CountingProcessor {
-        inner: BatchSpanProcessor::builder(exporter)
-            .with_batch_config(config)
-            .build(),
-        queued,
-    }
+/// An answered call whose spans are still to be made.
+pub(super) trait CallSpans: Send + 'static {
+    /// The spans it makes, at most (what a full queue counts as dropped).
+    fn spans(&self) -> usize;
+    /// Starts and ends its spans with `tracer`.
+    fn emit(self: Box<Self>, tracer: &SdkTracer);
 }
 
-/// The SDK's batch processor behind the gate of [`MAX_QUEUED_SPANS`].
+/// The queue of answered calls and the thread that exports their spans.
 #[derive(Debug)]
-pub(super) struct CountingProcessor {
-    inner: BatchSpanProcessor,
-    /// Spans handed to the batch processor and not yet taken by an export.
-    queued: Arc<AtomicUsize>,
+pub(super) struct Pipeline {
+    shared: Arc<Shared>,
 }
 
-impl SpanProcessor for CountingProcessor {
-    fn on_start(&self, span: &mut Span, cx: &Context) {
-        self.inner.on_start(span, cx);
+struct Shared {
+    state: Mutex<State>,
+    /// The telemetry thread waits on it.
+    wake: Condvar,
+    /// The shutdown waits on it.
+    done: Condvar,
+    /// The spans the tracer ended, on their way to the exporter.
+    ended: Mutex<Vec<SpanData>>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
+struct State {
+    calls: Vec<Box<dyn CallSpans>>,
+    /// The spans of `calls`, at most.
+    queued_spans: usize,
+    /// The exporter's resource, when the provider set a new one.
+    resource: Option<Resource>,
+    shutdown: bool,
+    stopped: bool,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Nothing the thread does holding these locks can panic half way.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The queue (its thread not started: [`Pipeline::start`]) and the span
+/// processor the tracer provider must carry so that the spans the thread
+/// makes reach the exporter.
+pub(super) fn pipeline() -> (Pipeline, Collector) {
+    let shared = Arc::new(Shared {
+        state: Mutex::new(State::default()),
+        wake: Condvar::new(),
+        done: Condvar::new(),
+        ended: Mutex::new(Vec::new()),
+    });
+    let collector = Collector {
+        shared: Arc::clone(&shared),
+    };
+    (Pipeline { shared }, collector)
+}
+
+impl Pipeline {
+    /// Starts the telemetry thread: it makes spans with `tracer` (of the
+    /// provider carrying this pipeline's [`Collector`]) and exports them
+    /// with `exporter`.
+    pub(super) fn start<E>(&self, exporter: E, tracer: SdkTracer) -> std::io::Result<()>
+    where
+        E: SpanExporter + 'static,
+    {
+        let shared = Arc::clone(&self.shared);
+        std::thread::Builder::new()
+            .name("aci-telemetry".to_owned())
+            .spawn(move || shared.run(exporter, &tracer))?;
+        Ok(())
     }
 
-    fn on_end(&self, span: SpanData) {
-        if self.queued.fetch_add(1, Ordering::AcqRel) >= MAX_QUEUED_SPANS {
-            self.queued.fetch_sub(1, Ordering::AcqRel);
-            DROPPED_SPANS.inc();
+    /// Queues an answered call; a full queue drops its spans, counted.
+    pub(super) fn submit(&self, call: Box<dyn CallSpans>) {
+        let spans = call.spans();
+        let mut state = lock(&self.shared.state);
+        if state.shutdown || state.queued_spans + spans > MAX_QUEUED_SPANS {
+            drop(state);
+            DROPPED_SPANS.inc_by(spans as u64);
             return;
         }
-        self.inner.on_end(span);
-    }
-
-    fn force_flush(&self) -> OTelSdkResult {
-        self.inner.force_flush()
-    }
-
-    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
-        self.inner.shutdown_with_timeout(timeout)
-    }
-
-    fn set_resource(&mut self, resource: &Resource) {
-        self.inner.set_resource(resource);
-    }
-}
-
-/// The OTLP exporter, releasing the gate as batches leave the queue and
-/// counting the spans of a failed export.
-#[derive(Debug)]
-struct CountingExporter<E> {
-    inner: E,
-    queued: Arc<AtomicUsize>,
-}
-
-impl<E: SpanExporter> SpanExporter for CountingExporter<E> {
-    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
-        let spans = batch.len();
-        self.queued.fetch_sub(spans, Ordering::AcqRel);
-        let result = self.inner.export(batch).await;
-        if result.is_err() {
-            DROPPED_SPANS.inc_by(u64::try_from(spans).unwrap_or(u64::MAX));
+        let before = state.queued_spans;
+        state.queued_spans += spans;
+        state.calls.push(call);
+        let wake = before < EXPORT_AT && state.queued_spans >= EXPORT_AT;
+        drop(state);
+        if wake {
+            self.shared.wake.notify_one();
         }
-        result
     }
 
-    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
-        self.inner.shutdown_with_timeout(timeout)
+    /// Exports what is queued, then stops the thread and the exporter;
+    /// waits at most `within`. Calls queued afterwards are dropped.
+    pub(super) fn shutdown(&self, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        let mut state = lock(&self.shared.state);
+        state.shutdown = true;
+        self.shared.wake.notify_one();
+        while !state.stopped {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            state = self
+                .shared
+                .done
+                .wait_timeout(state, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        true
+    }
+}
+
+impl Shared {
+    /// The telemetry thread: waits for calls (a batch's worth, the delay
+    /// or the shutdown), makes their spans and exports them.
+    fn run<E: SpanExporter>(&self, mut exporter: E, tracer: &SdkTracer) {
+        let mut state = lock(&self.state);
+        loop {
+            let mut deadline = None;
+            while !state.shutdown && state.queued_spans < EXPORT_AT {
+                let now = Instant::now();
+                let due = *deadline.get_or_insert(now + SCHEDULED_DELAY);
+                if now >= due && !state.calls.is_empty() {
+                    break;
+                }
+                let wait = if state.calls.is_empty() {
+                    SCHEDULED_DELAY
+                } else {
+                    due - now
+                };
+                state = self
+                    .wake
+                    .wait_timeout(state, wait)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+                if state.calls.is_empty() {
+                    deadline = None;
+                }
+            }
+            let calls = std::mem::take(&mut state.calls);
+            state.queued_spans = 0;
+            let resource = state.resource.take();
+            let shutdown = state.shutdown;
+            drop(state);
+
+            if let Some(resource) = resource {
+                exporter.set_resource(&resource);
+            }
+            for call in calls {
+                call.emit(tracer);
+            }
+            let ended = std::mem::take(&mut *lock(&self.ended));
+            export(&exporter, ended);
+
+            if shutdown {
+                let _ = exporter.shutdown();
+                lock(&self.state).stopped = true;
+                self.done.notify_all();
+                return;
+            }
+            state = lock(&self.state);
+        }
+    }
+}
+
+/// Sends `spans` in requests of at most [`MAX_BATCH`], counting those of a
+/// failed request as dropped.
+fn export<E: SpanExporter>(exporter: &E, mut spans: Vec<SpanData>) {
+    while !spans.is_empty() {
+        let rest = spans.split_off(spans.len().min(MAX_BATCH));
+        let count = spans.len() as u64;
+        if futures::executor::block_on(exporter.export(spans)).is_err() {
+            DROPPED_SPANS.inc_by(count);
+        }
+        spans = rest;
+    }
+}
+
+/// The span processor of the provider: hands every ended span to the
+/// telemetry thread's next export.
+#[derive(Debug)]
+pub(super) struct Collector {
+    shared: Arc<Shared>,
+}
+
+impl SpanProcessor for Collector {
+    fn on_start(&self, _span: &mut Span, _cx: &Context) {}
+
+    fn on_end(&self, span: SpanData) {
+        lock(&self.shared.ended).push(span);
     }
 
+    /// Spans are exported by the telemetry thread, at the latest after its
+    /// delay and at [`Pipeline::shutdown`].
     fn force_flush(&self) -> OTelSdkResult {
-        self.inner.force_flush()
+        Ok(())
+    }
+
+    fn shutdown_with_timeout(&self, _timeout: Duration) -> OTelSdkResult {
+        if lock(&self.shared.state).stopped {
+            Ok(())
+        } else {
+            Err(OTelSdkError::InternalFailure(
+                "the telemetry thread is still exporting".to_owned(),
+            ))
+        }
     }
 
     fn set_resource(&mut self, resource: &Resource) {
-        self.inner.set_resource(resource);
+        lock(&self.shared.state).resource = Some(resource.clone());
     }
 }
 
@@ -197,5 +329,135 @@ mod tests {
 
     fn hex(bytes: &[u8]) -> String {
         bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    use std::sync::mpsc;
+
+    use opentelemetry::trace::{Tracer as _, TracerProvider as _};
+    use opentelemetry_sdk::trace::SdkTracerProvider;
+
+    /// A call making `spans` spans named `name`.
+    struct Call {
+        name: &'static str,
+        spans: usize,
+    }
+
+    impl CallSpans for Call {
+        fn spans(&self) -> usize {
+            self.spans
+        }
+
+        fn emit(self: Box<Self>, tracer: &SdkTracer) {
+            for _ in 0..self.spans {
+                tracer.start(self.name);
+            }
+        }
+    }
+
+    /// Sends each batch's span names to the test; refuses batches while
+    /// `failing`.
+    #[derive(Debug)]
+    struct Recorder {
+        batches: mpsc::Sender<Vec<String>>,
+        failing: bool,
+    }
+
+    impl SpanExporter for Recorder {
+        async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+            let names = batch.iter().map(|s| s.name.to_string()).collect();
+            let _ = self.batches.send(names);
+            if self.failing {
+                Err(OTelSdkError::InternalFailure("refused".to_owned()))
+            } else {
+                Ok(())
+            }
+        }
+    }
+
+    fn started(failing: bool) -> (Pipeline, SdkTracerProvider, mpsc::Receiver<Vec<String>>) {
+        let (pipeline, collector) = pipeline();
+        let provider = SdkTracerProvider::builder()
+            .with_span_processor(collector)
+            .build();
+        let (batches, received) = mpsc::channel();
+        pipeline
+            .start(Recorder { batches, failing }, provider.tracer("test"))
+            .unwrap();
+        (pipeline, provider, received)
+    }
+
+    const WAIT: Duration = Duration::from_secs(30);
+
+    // One test owns the process-wide dropped counter: its figures are exact.
+    #[test]
+    fn queued_calls_are_exported_or_counted_as_dropped() {
+        // A call waits at most the delay, not for a batch's worth.
+        let (pipeline, _provider, batches) = started(false);
+        pipeline.submit(Box::new(Call {
+            name: "one",
+            spans: 3,
+        }));
+        assert_eq!(batches.recv_timeout(WAIT).unwrap(), ["one"; 3]);
+
+        // A full queue (the thread not started: nothing leaves it) drops
+        // whole calls and counts their spans; a call that fits still goes in.
+        let (stalled, _collector) = super::pipeline();
+        let before = DROPPED_SPANS.get();
+        for _ in 0..MAX_QUEUED_SPANS / 5 {
+            stalled.submit(Box::new(Call {
+                name: "x",
+                spans: 5,
+            }));
+        }
+        let room = MAX_QUEUED_SPANS % 5;
+        stalled.submit(Box::new(Call {
+            name: "x",
+            spans: room + 1,
+        }));
+        assert_eq!(DROPPED_SPANS.get() - before, (room + 1) as u64);
+        stalled.submit(Box::new(Call {
+            name: "x",
+            spans: room,
+        }));
+        assert_eq!(DROPPED_SPANS.get() - before, (room + 1) as u64);
+        assert!(
+            !stalled.shutdown(Duration::from_millis(10)),
+            "no thread to stop"
+        );
+
+        // A refused export counts its spans.
+        let (failing, _provider, refused) = started(true);
+        let before = DROPPED_SPANS.get();
+        failing.submit(Box::new(Call {
+            name: "lost",
+            spans: 4,
+        }));
+        assert_eq!(refused.recv_timeout(WAIT).unwrap().len(), 4);
+        assert!(failing.shutdown(WAIT));
+        assert_eq!(DROPPED_SPANS.get() - before, 4);
+
+        // Shutdown exports what is queued (in requests of at most
+        // MAX_BATCH), then refuses and counts later calls.
+        let calls = MAX_QUEUED_SPANS / 4;
+        for _ in 0..calls {
+            pipeline.submit(Box::new(Call {
+                name: "late",
+                spans: 4,
+            }));
+        }
+        assert!(pipeline.shutdown(WAIT));
+        let mut exported = 0;
+        while let Ok(batch) = batches.try_recv() {
+            assert!(batch.len() <= MAX_BATCH);
+            exported += batch.len();
+        }
+        assert_eq!(exported, calls * 4);
+        let before = DROPPED_SPANS.get();
+        pipeline.submit(Box::new(Call {
+            name: "after",
+            spans: 2,
+        }));
+        assert_eq!(DROPPED_SPANS.get() - before, 2);
+        assert!(batches.try_recv().is_err());
     }
 }

@@ -2,8 +2,9 @@
 //! with protobuf.
 //!
 //! - [`config`]: the `[telemetry]` section;
-//! - [`export`]: the batch processor with its bounded queue and the count
-//!   of dropped spans, and the trace ids of runs;
+//! - [`export`]: the bounded queue of answered calls and the thread that
+//!   makes and exports their spans, the count of dropped spans, and the
+//!   trace ids of runs;
 //! - [`spans`]: what a call's spans carry ([`CallTrace`]).
 //!
 //! Telemetry is on when `[telemetry] otlp_endpoint`,
@@ -29,7 +30,7 @@ use std::time::Duration;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{Protocol, WithExportConfig as _};
 use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::trace::{Sampler, SdkTracer, SdkTracerProvider};
+use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
 
 pub(crate) use self::config::TelemetrySection;
 pub(crate) use self::export::DROPPED_SPANS;
@@ -42,7 +43,8 @@ static TELEMETRY: OnceLock<Telemetry> = OnceLock::new();
 #[derive(Debug)]
 struct Telemetry {
     provider: SdkTracerProvider,
-    tracer: SdkTracer,
+    /// Answered calls on their way to the telemetry thread.
+    pipeline: export::Pipeline,
     capture_content: bool,
 }
 
@@ -97,8 +99,9 @@ pub(crate) fn install(section: &TelemetrySection) -> Result<bool, CliError> {
     if std::env::var_os("OTEL_SERVICE_NAME").is_none_or(|v| v.is_empty()) {
         resource = resource.with_service_name("aci");
     }
+    let (pipeline, collector) = export::pipeline();
     let mut provider = SdkTracerProvider::builder()
-        .with_span_processor(export::processor(exporter))
+        .with_span_processor(collector)
         .with_id_generator(export::RunTraceIds::default())
         .with_resource(resource.build());
     if let Some(ratio) = sample_ratio {
@@ -107,10 +110,14 @@ pub(crate) fn install(section: &TelemetrySection) -> Result<bool, CliError> {
         )));
     }
     let provider = provider.build();
-    let tracer = provider.tracer("aci");
+    pipeline
+        .start(exporter, provider.tracer("aci"))
+        .map_err(|error| {
+            CliError::config(format!("[telemetry]: cannot start its thread: {error}"))
+        })?;
     let _ = TELEMETRY.set(Telemetry {
         provider,
-        tracer,
+        pipeline,
         capture_content: section.capture_content,
     });
     Ok(true)
@@ -123,10 +130,13 @@ pub(crate) async fn shutdown(within: Duration) {
     let Some(telemetry) = installed() else {
         return;
     };
-    let provider = telemetry.provider.clone();
-    // The SDK's shutdown blocks on its export thread's answer.
-    let stopped = tokio::task::spawn_blocking(move || provider.shutdown_with_timeout(within)).await;
-    if !matches!(stopped, Ok(Ok(()))) {
+    // Blocks on the telemetry thread's answer: the queued calls' spans
+    // first, then the provider (nothing is left to end by then).
+    let stopped = tokio::task::spawn_blocking(move || {
+        telemetry.pipeline.shutdown(within) && telemetry.provider.shutdown().is_ok()
+    })
+    .await;
+    if !matches!(stopped, Ok(true)) {
         tracing::warn!(
             within_secs = within.as_secs(),
             "telemetry: spans still queued were not all exported"

@@ -25,20 +25,23 @@
 //!   ([`PhaseTimings`]; see [`phases`] for where they sit).
 //!
 //! The spans are made when the call has been answered, from times taken as
-//! it ran: the call itself only takes those times.
+//! it ran, on the telemetry thread ([`super::export`]): the call itself
+//! only takes those times and queues them.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use aci_contracts::{ErrorCode, InvocationStatus, ToolCallId, ToolName};
+use aci_contracts::{ErrorCode, EvidenceStatus, InvocationStatus, ToolCallId, ToolName};
 use invocation_core::{BoundaryOutcome, PhaseTimings};
 use opentelemetry::propagation::{Extractor, TextMapPropagator as _};
 use opentelemetry::trace::{Span as _, SpanKind, Status, TraceContextExt as _, Tracer as _};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::SdkTracer;
 use rmcp::model::{RequestId, RequestMetaObject};
 
-use super::export::{run_trace_id, with_trace_id};
+use super::export::{CallSpans, run_trace_id, with_trace_id};
 use super::{Telemetry, installed};
 use crate::server::service::Answer;
 
@@ -100,6 +103,24 @@ struct Gathered {
     arguments: Option<String>,
     executed: Option<(SystemTime, SystemTime)>,
     outcome: Option<OutcomeFacts>,
+    /// Set when the call was answered.
+    answered: Option<AnsweredFacts>,
+}
+
+/// What the call's answer adds: its tool and how it ended.
+#[derive(Debug)]
+struct AnsweredFacts {
+    at: SystemTime,
+    /// The tool, when it is one of ours.
+    known: Option<ToolName>,
+    /// The client's tool name otherwise, bounded.
+    client_tool: String,
+    status: InvocationStatus,
+    evidence_status: EvidenceStatus,
+    /// The code of an ERROR.
+    error: Option<ErrorCode>,
+    /// The model's observation, with content capture.
+    result: Option<String>,
 }
 
 #[derive(Debug)]
@@ -137,6 +158,7 @@ impl CallTrace {
                     arguments: None,
                     executed: None,
                     outcome: None,
+                    answered: None,
                 })
             }),
         }
@@ -215,13 +237,33 @@ impl CallTrace {
         }
     }
 
-    /// The call of `tool` (the client's text) was answered `answer`: makes
-    /// its spans.
+    /// The call of `tool` (the client's text) was answered `answer`: queues
+    /// it for its spans.
     pub(crate) fn end(self, tool: &str, answer: &Answer) {
-        let Some(gathered) = self.gathered else {
+        let Some(mut gathered) = self.gathered else {
             return;
         };
-        gathered.emit(tool, answer);
+        let known = ToolName::parse(tool);
+        gathered.answered = Some(AnsweredFacts {
+            at: SystemTime::now(),
+            known,
+            client_tool: if known.is_some() {
+                String::new()
+            } else {
+                bounded(tool)
+            },
+            status: answer.status,
+            evidence_status: answer.evidence_status,
+            error: answer
+                .code
+                .filter(|_| answer.status == InvocationStatus::Error),
+            result: gathered
+                .telemetry
+                .capture_content
+                .then(|| answer.observation.to_json_string()),
+        });
+        let telemetry = gathered.telemetry;
+        telemetry.pipeline.submit(gathered);
     }
 }
 
@@ -252,24 +294,35 @@ fn recorded(code: Option<ErrorCode>) -> bool {
 /// The longest client tool name put on a span.
 const MAX_TOOL_NAME_BYTES: usize = 128;
 
-impl Gathered {
-    fn emit(self, tool: &str, answer: &Answer) {
-        let tracer = &self.telemetry.tracer;
-        let ended = SystemTime::now();
-        let known = ToolName::parse(tool);
-        let tool_text = known.map_or_else(|| bounded(tool), |t| t.as_str().to_owned());
-        let suffix = |prefix: &str| match known {
-            Some(t) => format!("{prefix} {}", t.as_str()),
-            None => prefix.to_owned(),
+impl CallSpans for Gathered {
+    fn spans(&self) -> usize {
+        let phases = self.outcome.as_ref().map_or(0, |o| {
+            1 + usize::from(o.timings.execution.is_some())
+                + usize::from(o.timings.projection.is_some())
+        });
+        1 + usize::from(self.server.is_some()) + phases
+    }
+
+    fn emit(self: Box<Self>, tracer: &SdkTracer) {
+        let Some(answered) = &self.answered else {
+            return;
         };
-        let error = answer
-            .code
-            .filter(|_| answer.status == InvocationStatus::Error);
+        let ended = answered.at;
+        let known = answered.known;
+        let tool_text: opentelemetry::Value = match known {
+            Some(t) => t.as_str().into(),
+            None => answered.client_tool.clone().into(),
+        };
+        let error = answered.error;
 
         let root_trace = self.run_id.as_deref().map(run_trace_id);
         let parent = match &self.server {
             Some(server) => {
-                let mut span = self.server_span(server, &suffix("tools/call"), &tool_text, error);
+                let name = match known {
+                    Some(t) => Cow::Borrowed(server_span_name(t)),
+                    None => Cow::Borrowed("tools/call"),
+                };
+                let mut span = self.server_span(tracer, server, name, tool_text.clone(), error);
                 if !span.is_recording() {
                     return;
                 }
@@ -284,7 +337,7 @@ impl Gathered {
         let mut attributes = vec![
             KeyValue::new("gen_ai.operation.name", "execute_tool"),
             KeyValue::new("gen_ai.tool.name", tool_text),
-            KeyValue::new("aci.evidence_status", answer.evidence_status.as_str()),
+            KeyValue::new("aci.evidence_status", answered.evidence_status.as_str()),
         ];
         if let Some(t) = known {
             attributes.push(KeyValue::new("gen_ai.tool.type", "datastore"));
@@ -298,7 +351,7 @@ impl Gathered {
             attributes.push(KeyValue::new("gen_ai.tool.call.id", id));
         }
         if self.abandoned || outcome.is_some_and(|o| o.recorded) {
-            attributes.push(KeyValue::new("aci.record.status", answer.status.as_str()));
+            attributes.push(KeyValue::new("aci.record.status", answered.status.as_str()));
         }
         attributes.push(KeyValue::new(
             "aci.returned_count",
@@ -311,18 +364,22 @@ impl Gathered {
         if let Some(code) = error {
             attributes.push(KeyValue::new("error.type", code.as_str()));
         }
-        if self.telemetry.capture_content {
-            if let Some(arguments) = self.arguments {
-                attributes.push(KeyValue::new("gen_ai.tool.call.arguments", arguments));
-            }
+        if let Some(arguments) = &self.arguments {
             attributes.push(KeyValue::new(
-                "gen_ai.tool.call.result",
-                answer.observation.to_json_string(),
+                "gen_ai.tool.call.arguments",
+                arguments.clone(),
             ));
         }
+        if let Some(result) = &answered.result {
+            attributes.push(KeyValue::new("gen_ai.tool.call.result", result.clone()));
+        }
         let (started, finished) = self.executed.unwrap_or((ended, ended));
+        let name = match known {
+            Some(t) => tool_span_name(t),
+            None => "execute_tool",
+        };
         let builder = tracer
-            .span_builder(suffix("execute_tool"))
+            .span_builder(name)
             .with_kind(SpanKind::Internal)
             .with_start_time(started)
             .with_attributes(attributes);
@@ -352,20 +409,22 @@ impl Gathered {
             parent.span().end_with_timestamp(ended);
         }
     }
+}
 
+impl Gathered {
     /// The started `tools/call` span: the client's trace context is its
     /// parent, or else it is a root span in the run's trace.
     fn server_span(
         &self,
+        tracer: &SdkTracer,
         server: &OwnedServerFacts,
-        name: &str,
-        tool: &str,
+        name: Cow<'static, str>,
+        tool: opentelemetry::Value,
         error: Option<ErrorCode>,
     ) -> opentelemetry_sdk::trace::Span {
-        let tracer = &self.telemetry.tracer;
         let mut attributes = vec![
             KeyValue::new("mcp.method.name", "tools/call"),
-            KeyValue::new("gen_ai.tool.name", tool.to_owned()),
+            KeyValue::new("gen_ai.tool.name", tool),
             KeyValue::new("jsonrpc.request.id", server.request_id.clone()),
             KeyValue::new("network.transport", server.transport.as_str()),
         ];
@@ -382,7 +441,7 @@ impl Gathered {
             attributes.push(KeyValue::new("error.type", code.as_str()));
         }
         let builder = tracer
-            .span_builder(name.to_owned())
+            .span_builder(name)
             .with_kind(SpanKind::Server)
             .with_start_time(self.started)
             .with_attributes(attributes);
@@ -393,6 +452,24 @@ impl Gathered {
             }),
             (None, None) => builder.start_with_context(tracer, &Context::new()),
         }
+    }
+}
+
+/// The `tools/call` span's name for one of our tools.
+const fn server_span_name(tool: ToolName) -> &'static str {
+    match tool {
+        ToolName::LookupKnowledge => "tools/call lookup_knowledge",
+        ToolName::QueryLogs => "tools/call query_logs",
+        ToolName::QueryMysql => "tools/call query_mysql",
+    }
+}
+
+/// The `execute_tool` span's name for one of our tools.
+const fn tool_span_name(tool: ToolName) -> &'static str {
+    match tool {
+        ToolName::LookupKnowledge => "execute_tool lookup_knowledge",
+        ToolName::QueryLogs => "execute_tool query_logs",
+        ToolName::QueryMysql => "execute_tool query_mysql",
     }
 }
 
