@@ -190,7 +190,7 @@ impl Shared {
                 }
             }
             let calls = std::mem::take(&mut state.calls);
-            state.queued_spans = 0;
+            let spans = std::mem::take(&mut state.queued_spans);
             let resource = state.resource.take();
             let shutdown = state.shutdown;
             drop(state);
@@ -198,6 +198,9 @@ impl Shared {
             if let Some(resource) = resource {
                 exporter.set_resource(&resource);
             }
+            // Room for every span up front: the buffer never grows (and
+            // moves) while the calls make them.
+            lock(&self.ended).reserve(spans);
             for call in calls {
                 call.emit(tracer);
             }

@@ -28,7 +28,6 @@
 //! it ran, on the telemetry thread ([`super::export`]): the call itself
 //! only takes those times and queues them.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::time::SystemTime;
 
@@ -96,7 +95,8 @@ struct Gathered {
     started: SystemTime,
     server: Option<OwnedServerFacts>,
     run_id: Option<String>,
-    /// The call's id when it is a valid one (the record's key).
+    /// The call's id when it is a valid one (the record's key), as the
+    /// boundary gave it back when it ran.
     tool_call_id: Option<String>,
     /// Given up while the boundary ran: its guard finalizes the record.
     abandoned: bool,
@@ -136,7 +136,6 @@ struct OwnedServerFacts {
 /// What the boundary's outcome adds to the execute_tool span.
 #[derive(Debug)]
 struct OutcomeFacts {
-    tool_call_id: Option<String>,
     returned_count: u64,
     truncated: bool,
     recorded: bool,
@@ -219,8 +218,12 @@ impl CallTrace {
         };
         gathered.executed = Some((started, SystemTime::now()));
         let control = &outcome.control;
+        // The boundary's view of the id is the span's; it is the request's.
+        match &control.tool_call_id {
+            Some(id) if gathered.tool_call_id.as_deref() == Some(id.as_str()) => {}
+            id => gathered.tool_call_id = id.as_ref().map(ToString::to_string),
+        }
         gathered.outcome = Some(OutcomeFacts {
-            tool_call_id: control.tool_call_id.as_ref().map(ToString::to_string),
             returned_count: control.returned_count,
             truncated: control.truncated,
             recorded: recorded(control.error_code),
@@ -304,53 +307,76 @@ impl CallSpans for Gathered {
     }
 
     fn emit(self: Box<Self>, tracer: &SdkTracer) {
-        let Some(answered) = &self.answered else {
+        // Owned: its strings move into the attributes.
+        let Gathered {
+            started,
+            server,
+            run_id,
+            tool_call_id,
+            abandoned,
+            arguments,
+            executed,
+            outcome,
+            answered,
+            ..
+        } = *self;
+        let Some(answered) = answered else {
             return;
         };
         let ended = answered.at;
         let known = answered.known;
         let tool_text: opentelemetry::Value = match known {
             Some(t) => t.as_str().into(),
-            None => answered.client_tool.clone().into(),
+            None => answered.client_tool.into(),
         };
         let error = answered.error;
+        // The run's trace, for a root span (no client trace context).
+        let root_trace = match &server {
+            Some(server) if server.parent.is_some() => None,
+            _ => run_id.as_deref().map(run_trace_id),
+        };
 
-        let root_trace = self.run_id.as_deref().map(run_trace_id);
-        let parent = match &self.server {
+        let parent = match server {
             Some(server) => {
-                let name = match known {
-                    Some(t) => Cow::Borrowed(server_span_name(t)),
-                    None => Cow::Borrowed("tools/call"),
-                };
-                let mut span = self.server_span(tracer, server, name, tool_text.clone(), error);
+                let name = known.map_or("tools/call", server_span_name);
+                let mut span = server_span(
+                    tracer,
+                    server,
+                    name,
+                    tool_text.clone(),
+                    error,
+                    started,
+                    root_trace,
+                );
                 if !span.is_recording() {
                     return;
                 }
                 if let Some(code) = error {
                     span.set_status(Status::error(code.as_str()));
                 }
-                Context::new().with_span(span)
+                Some(Context::new().with_span(span))
             }
-            None => Context::new(),
+            None => None,
         };
 
-        let mut attributes = vec![
+        let mut attributes = Vec::with_capacity(14);
+        attributes.extend([
             KeyValue::new("gen_ai.operation.name", "execute_tool"),
             KeyValue::new("gen_ai.tool.name", tool_text),
             KeyValue::new("aci.evidence_status", answered.evidence_status.as_str()),
-        ];
+        ]);
         if let Some(t) = known {
             attributes.push(KeyValue::new("gen_ai.tool.type", "datastore"));
             attributes.push(KeyValue::new("gen_ai.tool.description", t.description()));
         }
-        if let Some(run) = &self.run_id {
-            attributes.push(KeyValue::new("aci.run.id", run.clone()));
+        if let Some(run) = run_id {
+            attributes.push(KeyValue::new("aci.run.id", run));
         }
-        let outcome = self.outcome.as_ref();
-        if let Some(id) = outcome.map_or(self.tool_call_id.clone(), |o| o.tool_call_id.clone()) {
+        if let Some(id) = tool_call_id {
             attributes.push(KeyValue::new("gen_ai.tool.call.id", id));
         }
-        if self.abandoned || outcome.is_some_and(|o| o.recorded) {
+        let outcome = outcome.as_ref();
+        if abandoned || outcome.is_some_and(|o| o.recorded) {
             attributes.push(KeyValue::new("aci.record.status", answered.status.as_str()));
         }
         attributes.push(KeyValue::new(
@@ -364,31 +390,25 @@ impl CallSpans for Gathered {
         if let Some(code) = error {
             attributes.push(KeyValue::new("error.type", code.as_str()));
         }
-        if let Some(arguments) = &self.arguments {
-            attributes.push(KeyValue::new(
-                "gen_ai.tool.call.arguments",
-                arguments.clone(),
-            ));
+        if let Some(arguments) = arguments {
+            attributes.push(KeyValue::new("gen_ai.tool.call.arguments", arguments));
         }
-        if let Some(result) = &answered.result {
-            attributes.push(KeyValue::new("gen_ai.tool.call.result", result.clone()));
+        if let Some(result) = answered.result {
+            attributes.push(KeyValue::new("gen_ai.tool.call.result", result));
         }
-        let (started, finished) = self.executed.unwrap_or((ended, ended));
-        let name = match known {
-            Some(t) => tool_span_name(t),
-            None => "execute_tool",
-        };
+        let (started, finished) = executed.unwrap_or((ended, ended));
         let builder = tracer
-            .span_builder(name)
+            .span_builder(known.map_or("execute_tool", tool_span_name))
             .with_kind(SpanKind::Internal)
             .with_start_time(started)
             .with_attributes(attributes);
-        let mut execute = match root_trace.filter(|_| self.server.is_none()) {
+        let mut execute = match (&parent, root_trace) {
+            (Some(parent), _) => builder.start_with_context(tracer, parent),
             // `aci call`: the tool span is the root, in the run's trace.
-            Some(trace_id) => {
-                with_trace_id(trace_id, || builder.start_with_context(tracer, &parent))
-            }
-            None => builder.start_with_context(tracer, &parent),
+            (None, Some(trace_id)) => with_trace_id(trace_id, || {
+                builder.start_with_context(tracer, &Context::new())
+            }),
+            (None, None) => builder.start_with_context(tracer, &Context::new()),
         };
         if let Some(code) = error {
             execute.set_status(Status::error(code.as_str()));
@@ -405,53 +425,54 @@ impl CallSpans for Gathered {
             }
         }
         execute.span().end_with_timestamp(finished);
-        if self.server.is_some() {
+        if let Some(parent) = parent {
             parent.span().end_with_timestamp(ended);
         }
     }
 }
 
-impl Gathered {
-    /// The started `tools/call` span: the client's trace context is its
-    /// parent, or else it is a root span in the run's trace.
-    fn server_span(
-        &self,
-        tracer: &SdkTracer,
-        server: &OwnedServerFacts,
-        name: Cow<'static, str>,
-        tool: opentelemetry::Value,
-        error: Option<ErrorCode>,
-    ) -> opentelemetry_sdk::trace::Span {
-        let mut attributes = vec![
-            KeyValue::new("mcp.method.name", "tools/call"),
-            KeyValue::new("gen_ai.tool.name", tool),
-            KeyValue::new("jsonrpc.request.id", server.request_id.clone()),
-            KeyValue::new("network.transport", server.transport.as_str()),
-        ];
-        if let Some(version) = &server.protocol_version {
-            attributes.push(KeyValue::new("mcp.protocol.version", version.clone()));
-        }
-        if let Some(session) = &server.session {
-            attributes.push(KeyValue::new("mcp.session.id", session.clone()));
-        }
-        if let Some(address) = server.client_address {
-            attributes.push(KeyValue::new("client.address", address.to_string()));
-        }
-        if let Some(code) = error {
-            attributes.push(KeyValue::new("error.type", code.as_str()));
-        }
-        let builder = tracer
-            .span_builder(name)
-            .with_kind(SpanKind::Server)
-            .with_start_time(self.started)
-            .with_attributes(attributes);
-        match (&server.parent, &self.run_id) {
-            (Some(parent), _) => builder.start_with_context(tracer, parent),
-            (None, Some(run)) => with_trace_id(run_trace_id(run), || {
-                builder.start_with_context(tracer, &Context::new())
-            }),
-            (None, None) => builder.start_with_context(tracer, &Context::new()),
-        }
+/// The started `tools/call` span of `server`, from `started`: the client's
+/// trace context is its parent, or else it is a root span in the run's
+/// trace (`root_trace`).
+fn server_span(
+    tracer: &SdkTracer,
+    server: OwnedServerFacts,
+    name: &'static str,
+    tool: opentelemetry::Value,
+    error: Option<ErrorCode>,
+    started: SystemTime,
+    root_trace: Option<opentelemetry::trace::TraceId>,
+) -> opentelemetry_sdk::trace::Span {
+    let mut attributes = Vec::with_capacity(8);
+    attributes.extend([
+        KeyValue::new("mcp.method.name", "tools/call"),
+        KeyValue::new("gen_ai.tool.name", tool),
+        KeyValue::new("jsonrpc.request.id", server.request_id),
+        KeyValue::new("network.transport", server.transport.as_str()),
+    ]);
+    if let Some(version) = server.protocol_version {
+        attributes.push(KeyValue::new("mcp.protocol.version", version));
+    }
+    if let Some(session) = server.session {
+        attributes.push(KeyValue::new("mcp.session.id", session));
+    }
+    if let Some(address) = server.client_address {
+        attributes.push(KeyValue::new("client.address", address.to_string()));
+    }
+    if let Some(code) = error {
+        attributes.push(KeyValue::new("error.type", code.as_str()));
+    }
+    let builder = tracer
+        .span_builder(name)
+        .with_kind(SpanKind::Server)
+        .with_start_time(started)
+        .with_attributes(attributes);
+    match (&server.parent, root_trace) {
+        (Some(parent), _) => builder.start_with_context(tracer, parent),
+        (None, Some(trace_id)) => with_trace_id(trace_id, || {
+            builder.start_with_context(tracer, &Context::new())
+        }),
+        (None, None) => builder.start_with_context(tracer, &Context::new()),
     }
 }
 
