@@ -8,10 +8,12 @@
 //! warm. A call's spans are dropped, and counted in
 //! `aci_telemetry_dropped_spans_total`, when the queue is full (a collector
 //! that is down, answers errors or hangs holds the thread for the
-//! exporter's timeout while calls keep ending) or when their batch's export
-//! failed. Queuing a call never waits.
+//! exporter's timeout while calls keep ending; the call counts the spans it
+//! would have had, before sampling), when their batch's export failed, or
+//! when making or exporting them panicked. Queuing a call never waits.
 
 use std::cell::Cell;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -78,6 +80,8 @@ struct State {
     calls: Vec<Box<dyn CallSpans>>,
     /// The spans of `calls`, at most.
     queued_spans: usize,
+    /// When the first of `calls` was queued.
+    oldest: Option<Instant>,
     /// The exporter's resource, when the provider set a new one.
     resource: Option<Resource>,
     shutdown: bool,
@@ -131,8 +135,14 @@ impl Pipeline {
         }
         let before = state.queued_spans;
         state.queued_spans += spans;
+        // The thread waits for a first call (to time its delay) and for a
+        // batch's worth.
+        let wake =
+            state.calls.is_empty() || (before < EXPORT_AT && state.queued_spans >= EXPORT_AT);
+        if state.calls.is_empty() {
+            state.oldest = Some(Instant::now());
+        }
         state.calls.push(call);
-        let wake = before < EXPORT_AT && state.queued_spans >= EXPORT_AT;
         drop(state);
         if wake {
             self.shared.wake.notify_one();
@@ -142,21 +152,30 @@ impl Pipeline {
     /// Exports what is queued, then stops the thread and the exporter;
     /// waits at most `within`. Calls queued afterwards are dropped.
     pub(super) fn shutdown(&self, within: Duration) -> bool {
-        let deadline = Instant::now() + within;
+        // A drain time too long for the clock is no deadline.
+        let deadline = Instant::now().checked_add(within);
         let mut state = lock(&self.shared.state);
         state.shutdown = true;
         self.shared.wake.notify_one();
         while !state.stopped {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return false;
-            }
-            state = self
-                .shared
-                .done
-                .wait_timeout(state, left)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
+            state = match deadline {
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return false;
+                    }
+                    self.shared
+                        .done
+                        .wait_timeout(state, left)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0
+                }
+                None => self
+                    .shared
+                    .done
+                    .wait(state)
+                    .unwrap_or_else(PoisonError::into_inner),
+            };
         }
         true
     }
@@ -168,29 +187,30 @@ impl Shared {
     fn run<E: SpanExporter>(&self, mut exporter: E, tracer: &SdkTracer) {
         let mut state = lock(&self.state);
         loop {
-            let mut deadline = None;
+            // Until the shutdown, a batch's worth, or the delay after the
+            // oldest queued call (idle: until a first call).
             while !state.shutdown && state.queued_spans < EXPORT_AT {
-                let now = Instant::now();
-                let due = *deadline.get_or_insert(now + SCHEDULED_DELAY);
-                if now >= due && !state.calls.is_empty() {
-                    break;
-                }
-                let wait = if state.calls.is_empty() {
-                    SCHEDULED_DELAY
-                } else {
-                    due - now
+                state = match state.oldest {
+                    Some(oldest) => {
+                        let left =
+                            (oldest + SCHEDULED_DELAY).saturating_duration_since(Instant::now());
+                        if left.is_zero() {
+                            break;
+                        }
+                        self.wake
+                            .wait_timeout(state, left)
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .0
+                    }
+                    None => self
+                        .wake
+                        .wait(state)
+                        .unwrap_or_else(PoisonError::into_inner),
                 };
-                state = self
-                    .wake
-                    .wait_timeout(state, wait)
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .0;
-                if state.calls.is_empty() {
-                    deadline = None;
-                }
             }
             let calls = std::mem::take(&mut state.calls);
             let spans = std::mem::take(&mut state.queued_spans);
+            state.oldest = None;
             let resource = state.resource.take();
             let shutdown = state.shutdown;
             drop(state);
@@ -201,11 +221,27 @@ impl Shared {
             // Room for every span up front: the buffer never grows (and
             // moves) while the calls make them.
             lock(&self.ended).reserve(spans);
-            for call in calls {
-                call.emit(tracer);
+            let mut calls = calls.into_iter();
+            let mut making = 0;
+            let made = catch_unwind(AssertUnwindSafe(|| {
+                for call in calls.by_ref() {
+                    making = call.spans();
+                    call.emit(tracer);
+                }
+            }));
+            if made.is_err() {
+                // Making a call's spans panicked: they count as dropped (but
+                // those it ended go out), and so do those of the calls after
+                // it, never made.
+                let rest: usize = calls.map(|c| c.spans()).sum();
+                DROPPED_SPANS.inc_by((making + rest) as u64);
             }
             let ended = std::mem::take(&mut *lock(&self.ended));
-            export(&exporter, ended);
+            let count = ended.len();
+            let mut handled = 0;
+            if catch_unwind(AssertUnwindSafe(|| export(&exporter, ended, &mut handled))).is_err() {
+                DROPPED_SPANS.inc_by((count - handled) as u64);
+            }
 
             if shutdown {
                 let _ = exporter.shutdown();
@@ -219,14 +255,16 @@ impl Shared {
 }
 
 /// Sends `spans` in requests of at most [`MAX_BATCH`], counting those of a
-/// failed request as dropped.
-fn export<E: SpanExporter>(exporter: &E, mut spans: Vec<SpanData>) {
+/// failed request as dropped; `handled` counts the spans of the requests
+/// that came back.
+fn export<E: SpanExporter>(exporter: &E, mut spans: Vec<SpanData>, handled: &mut usize) {
     while !spans.is_empty() {
         let rest = spans.split_off(spans.len().min(MAX_BATCH));
-        let count = spans.len() as u64;
+        let count = spans.len();
         if futures::executor::block_on(exporter.export(spans)).is_err() {
-            DROPPED_SPANS.inc_by(count);
+            DROPPED_SPANS.inc_by(count as u64);
         }
+        *handled += count;
         spans = rest;
     }
 }
@@ -339,7 +377,8 @@ mod tests {
     use opentelemetry::trace::{Tracer as _, TracerProvider as _};
     use opentelemetry_sdk::trace::SdkTracerProvider;
 
-    /// A call making `spans` spans named `name`.
+    /// A call making `spans` spans named `name` (`"panic"`: none, it
+    /// panics).
     struct Call {
         name: &'static str,
         spans: usize,
@@ -351,6 +390,7 @@ mod tests {
         }
 
         fn emit(self: Box<Self>, tracer: &SdkTracer) {
+            assert_ne!(self.name, "panic", "a call whose spans panic");
             for _ in 0..self.spans {
                 tracer.start(self.name);
             }
@@ -427,6 +467,34 @@ mod tests {
             !stalled.shutdown(Duration::from_millis(10)),
             "no thread to stop"
         );
+
+        // A panic making a call's spans drops (and counts) its spans and
+        // those of the calls after it in its batch; the thread goes on.
+        let before = DROPPED_SPANS.get();
+        {
+            // Queued at once: one batch.
+            let mut state = lock(&pipeline.shared.state);
+            for (name, spans) in [("panic", 2), ("skipped", 3), ("skipped", 3)] {
+                state.calls.push(Box::new(Call { name, spans }));
+                state.queued_spans += spans;
+            }
+            state.oldest = Some(Instant::now());
+            pipeline.shared.wake.notify_one();
+        }
+        let counted = Instant::now() + WAIT;
+        while DROPPED_SPANS.get() - before < 8 {
+            assert!(
+                Instant::now() < counted,
+                "the panicked batch was not counted"
+            );
+            std::thread::yield_now();
+        }
+        pipeline.submit(Box::new(Call {
+            name: "after",
+            spans: 1,
+        }));
+        assert_eq!(batches.recv_timeout(WAIT).unwrap(), ["after"]);
+        assert_eq!(DROPPED_SPANS.get() - before, 8);
 
         // A refused export counts its spans.
         let (failing, _provider, refused) = started(true);
