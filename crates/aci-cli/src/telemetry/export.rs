@@ -93,6 +93,26 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Waits on `condvar` for a notification until `deadline` (`None`: no
+/// deadline); `Err` with the guard, without waiting, once it has passed.
+fn wait_until<'a, T>(
+    condvar: &Condvar,
+    guard: MutexGuard<'a, T>,
+    deadline: Option<Instant>,
+) -> Result<MutexGuard<'a, T>, MutexGuard<'a, T>> {
+    let Some(deadline) = deadline else {
+        return Ok(condvar.wait(guard).unwrap_or_else(PoisonError::into_inner));
+    };
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(guard);
+    }
+    Ok(condvar
+        .wait_timeout(guard, left)
+        .unwrap_or_else(PoisonError::into_inner)
+        .0)
+}
+
 /// The queue (its thread not started: [`Pipeline::start`]) and the span
 /// processor the tracer provider must carry so that the spans the thread
 /// makes reach the exporter.
@@ -137,12 +157,12 @@ impl Pipeline {
         state.queued_spans += spans;
         // The thread waits for a first call (to time its delay) and for a
         // batch's worth.
-        let wake =
-            state.calls.is_empty() || (before < EXPORT_AT && state.queued_spans >= EXPORT_AT);
-        if state.calls.is_empty() {
+        let first = state.calls.is_empty();
+        if first {
             state.oldest = Some(Instant::now());
         }
         state.calls.push(call);
+        let wake = first || (before < EXPORT_AT && state.queued_spans >= EXPORT_AT);
         drop(state);
         if wake {
             self.shared.wake.notify_one();
@@ -158,24 +178,10 @@ impl Pipeline {
         state.shutdown = true;
         self.shared.wake.notify_one();
         while !state.stopped {
-            state = match deadline {
-                Some(deadline) => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return false;
-                    }
-                    self.shared
-                        .done
-                        .wait_timeout(state, left)
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .0
-                }
-                None => self
-                    .shared
-                    .done
-                    .wait(state)
-                    .unwrap_or_else(PoisonError::into_inner),
-            };
+            match wait_until(&self.shared.done, state, deadline) {
+                Ok(woken) => state = woken,
+                Err(_) => return false,
+            }
         }
         true
     }
@@ -190,23 +196,14 @@ impl Shared {
             // Until the shutdown, a batch's worth, or the delay after the
             // oldest queued call (idle: until a first call).
             while !state.shutdown && state.queued_spans < EXPORT_AT {
-                state = match state.oldest {
-                    Some(oldest) => {
-                        let left =
-                            (oldest + SCHEDULED_DELAY).saturating_duration_since(Instant::now());
-                        if left.is_zero() {
-                            break;
-                        }
-                        self.wake
-                            .wait_timeout(state, left)
-                            .unwrap_or_else(PoisonError::into_inner)
-                            .0
+                let due = state.oldest.map(|oldest| oldest + SCHEDULED_DELAY);
+                match wait_until(&self.wake, state, due) {
+                    Ok(woken) => state = woken,
+                    Err(due) => {
+                        state = due;
+                        break;
                     }
-                    None => self
-                        .wake
-                        .wait(state)
-                        .unwrap_or_else(PoisonError::into_inner),
-                };
+                }
             }
             let calls = std::mem::take(&mut state.calls);
             let spans = std::mem::take(&mut state.queued_spans);
