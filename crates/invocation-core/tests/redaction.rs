@@ -101,6 +101,7 @@ async fn the_configured_redactor_adds_rules_and_allows_values() {
         regex: r"(?-u:\b)(acme_[a-z0-9]{32})".into(),
         secret_group: None,
         keywords: vec!["acme_".into()],
+        case_sensitive_keywords: false,
         description: None,
     };
     let redactor = Arc::new(Redactor::new(&[rule], ["guest-pass"]).unwrap());

@@ -32,10 +32,17 @@ pub struct RuleSpec {
     #[serde(default)]
     pub secret_group: Option<usize>,
     /// The rule is only tried on text that contains one of these (ASCII
-    /// case-insensitive), so every match must contain one. Without keywords
+    /// case-insensitive unless `case_sensitive_keywords`), so every match
+    /// must contain one. Without keywords
     /// the rule is scanned for in every text (slower).
     #[serde(default)]
     pub keywords: Vec<String>,
+    /// True when the keywords count only as written (`SK`, not `sk` in
+    /// `task`): for rules whose regex matches them in one case only, so
+    /// that text holding them in another case is not searched. Default:
+    /// false (ASCII case-insensitive).
+    #[serde(default)]
+    pub case_sensitive_keywords: bool,
     /// What the rule finds, for people.
     #[serde(default)]
     pub description: Option<String>,

@@ -35,13 +35,17 @@
 //!   overlap, they merge into one marker, named by the leftmost, then
 //!   longest, then earlier rule in the table (specific shapes come before
 //!   the generic `key=value` rule).
-//! - **Cheap when clean**: one scan of the text by one automaton over every
-//!   rule's keywords (aho-corasick, ASCII case-insensitive: `ghp_`, `akia`,
-//!   `://`, `password`, ...); when it finds none, the text is returned
-//!   borrowed, nothing allocated. Only the rules whose keywords it found
-//!   then run their own regex, for positions. A rule without keywords (a
-//!   rules file may have some) is found by one [`regex::RegexSet`] over all
-//!   such rules, scanned on every text.
+//! - **Cheap when clean**: a first look by a small DFA over every rule's
+//!   keywords (their first 8 bytes, ASCII case-insensitive: `ghp_`, `akia`,
+//!   `://`, `password`, ...), walking four parts of a long text side by
+//!   side, says whether the text can hold a keyword at all; when it cannot,
+//!   the text is returned borrowed, nothing allocated. Otherwise one
+//!   aho-corasick scan finds which keywords it holds (in the case they
+//!   count in: a rule's keywords can be case-sensitive, `SK` for Twilio
+//!   keys is not `sk` in `task`), and only those rules' own regexes run,
+//!   for positions. A rule without keywords (a rules file may have some)
+//!   is found by one [`regex::RegexSet`] over all such rules, scanned on
+//!   every text.
 //!
 //! A value is never a secret, whichever rule found it, when it is one
 //! repeated character (`********`, `x`), one of the [`NON_SECRET_SHAPES`]
@@ -141,6 +145,7 @@
 //! regex = '''(?-u:\b)acme_(?:live|test)_([a-z0-9]{32})'''
 //! secret_group = 1                             # default: 1 if there is a group, else 0 (whole match)
 //! keywords = ["acme_"]                         # only tried on text holding one (see below)
+//! case_sensitive_keywords = false              # default; true: `acme_` counts, `ACME_` does not
 //! description = "ACME API tokens"              # optional
 //! ```
 //!
@@ -149,7 +154,10 @@
 //! not exist or can be empty, is a [`RedactionError`] naming the rule.
 //! Give keywords: a rule is only tried on text that holds one of them, so
 //! every match must contain one (a match without any is missed); a rule
-//! without keywords is scanned for in every text. Prefer `(?-u:\b)` to `\b`
+//! without keywords is scanned for in every text. Keywords are ASCII
+//! case-insensitive unless `case_sensitive_keywords = true`: set it when
+//! the regex matches the keywords in one case only, so that text holding
+//! them in another case is not searched. Prefer `(?-u:\b)` to `\b`
 //! and `(?i-u:...)` to `(?i)`: ASCII word boundaries keep a regex a DFA on
 //! non-ASCII text.
 //!
@@ -163,6 +171,7 @@
 //! no marker; `cargo xtask bench redaction` measures the cost.
 
 mod config;
+mod filter;
 mod pass;
 mod redactor;
 mod rules;

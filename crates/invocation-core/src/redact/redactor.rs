@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::config::{RedactionError, RuleSpec};
+use super::filter::KeywordFilter;
 use super::rules::{BUILTIN_RULES, KV_SECRET, NON_SECRET_SHAPES, SECRET_KEY_NAME};
 
 /// What every marker starts with: `<redacted:RULE>`.
@@ -105,7 +106,13 @@ struct Rule {
     secret_group: usize,
     /// Lowercase; empty means tried on every text.
     keywords: Box<[Box<str>]>,
+    /// The keywords as written, when they only count in that case.
+    exact_keywords: Option<Box<[Box<str>]>>,
 }
+
+/// A rule a keyword leads to (by index), with the spelling the keyword
+/// must have in the text when the rule's keywords are case-sensitive.
+type KeywordRule = (usize, Option<Box<str>>);
 
 /// A secret found in a text: byte range and the rule (index) that names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,10 +132,14 @@ struct Hit {
 /// Cheap to share (`Arc`); `Send + Sync`.
 pub struct Redactor {
     rules: Vec<Rule>,
-    /// Every distinct keyword of every rule.
+    /// The first look: can a text hold any keyword at all?
+    filter: KeywordFilter,
+    /// Every distinct keyword of every rule, lowercase.
     keywords: AhoCorasick,
-    /// For each keyword of `keywords`, the rules that have it.
-    keyword_rules: Vec<Vec<usize>>,
+    /// For each keyword of `keywords`, the rules that have it, with the
+    /// spelling the text must have when the rule's keywords count only in
+    /// their case.
+    keyword_rules: Vec<Vec<KeywordRule>>,
     /// The rules without keywords, and the automaton over them.
     unkeyed: Option<(Vec<usize>, RegexSet)>,
     non_secret: RegexSet,
@@ -184,6 +195,7 @@ impl Redactor {
                 r.regex,
                 Some(r.secret_group),
                 r.keywords.iter().map(|k| (*k).to_owned()).collect(),
+                r.case_sensitive_keywords,
             )
         });
         let extra = extra.iter().map(|r| {
@@ -192,12 +204,13 @@ impl Redactor {
                 r.regex.as_str(),
                 r.secret_group,
                 r.keywords.clone(),
+                r.case_sensitive_keywords,
             )
         });
         let mut rules: Vec<Rule> = Vec::new();
         let mut names = HashSet::new();
-        for (name, pattern, secret_group, keywords) in builtin.chain(extra) {
-            let rule = compile_rule(name, pattern, secret_group, keywords)?;
+        for (name, pattern, secret_group, keywords, exact) in builtin.chain(extra) {
+            let rule = compile_rule(name, pattern, secret_group, keywords, exact)?;
             if !names.insert(rule.name.clone()) {
                 return Err(RedactionError::DuplicateName {
                     rule: name.to_owned(),
@@ -208,12 +221,18 @@ impl Redactor {
         let too_large = |e: &dyn fmt::Display| RedactionError::TooLarge {
             reason: first_line(&e.to_string()),
         };
-        let mut by_keyword: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        let mut by_keyword: BTreeMap<&str, Vec<KeywordRule>> = BTreeMap::new();
         for (index, rule) in rules.iter().enumerate() {
-            for keyword in &rule.keywords {
-                by_keyword.entry(keyword).or_default().push(index);
+            for (at, keyword) in rule.keywords.iter().enumerate() {
+                let exact = rule.exact_keywords.as_ref().map(|exact| exact[at].clone());
+                by_keyword.entry(keyword).or_default().push((index, exact));
             }
         }
+        let filter = KeywordFilter::new(rules.iter().flat_map(|rule| {
+            let exact = rule.exact_keywords.as_deref();
+            let spelled = exact.unwrap_or(&rule.keywords);
+            spelled.iter().map(move |k| (&**k, exact.is_some()))
+        }));
         let keywords = AhoCorasick::builder()
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::Standard)
@@ -246,6 +265,7 @@ impl Redactor {
             .unwrap_or_else(|| unreachable!("kv_secret is a built-in rule"));
         Ok(Self {
             rules,
+            filter,
             keywords,
             keyword_rules,
             unkeyed,
@@ -320,11 +340,29 @@ impl Redactor {
     /// scan, nothing allocated.
     #[must_use]
     pub fn may_hold_secrets(&self, text: &str) -> bool {
-        self.keywords.find_overlapping_iter(text).next().is_some()
+        self.keyword_candidates(text).is_some()
             || self
                 .unkeyed
                 .as_ref()
                 .is_some_and(|(_, set)| set.is_match(text))
+    }
+
+    /// The rules whose keywords `text` holds (in the case they count in),
+    /// by index; `None`, without allocating, when it holds none.
+    fn keyword_candidates(&self, text: &str) -> Option<Vec<bool>> {
+        if !self.filter.may_match(text.as_bytes()) {
+            return None;
+        }
+        let mut candidate: Option<Vec<bool>> = None;
+        for found in self.keywords.find_overlapping_iter(text) {
+            let spelled = &text[found.start()..found.end()];
+            for (rule, exact) in &self.keyword_rules[found.pattern().as_usize()] {
+                if exact.as_deref().is_none_or(|exact| exact == spelled) {
+                    candidate.get_or_insert_with(|| vec![false; self.rules.len()])[*rule] = true;
+                }
+            }
+        }
+        candidate
     }
 
     /// True when a field named `key` holds a secret (`password`,
@@ -440,22 +478,16 @@ impl Redactor {
     /// names the merged span). Empty, without allocating, when the text
     /// holds no rule's keyword and no rule without keywords matches it.
     fn hits(&self, text: &str) -> Vec<Hit> {
-        let mut found = self.keywords.find_overlapping_iter(text);
-        let first = found.next();
+        let keyed = self.keyword_candidates(text);
         let unkeyed = self
             .unkeyed
             .as_ref()
             .filter(|(_, set)| set.is_match(text))
             .map(|(rules, set)| (rules, set.matches(text)));
-        if first.is_none() && unkeyed.is_none() {
+        if keyed.is_none() && unkeyed.is_none() {
             return Vec::new();
         }
-        let mut candidate = vec![false; self.rules.len()];
-        for keyword in first.into_iter().chain(found) {
-            for &rule in &self.keyword_rules[keyword.pattern().as_usize()] {
-                candidate[rule] = true;
-            }
-        }
+        let mut candidate = keyed.unwrap_or_else(|| vec![false; self.rules.len()]);
         if let Some((rules, matched)) = unkeyed {
             for i in matched.iter() {
                 candidate[rules[i]] = true;
@@ -531,6 +563,7 @@ fn compile_rule(
     pattern: &str,
     secret_group: Option<usize>,
     keywords: Vec<String>,
+    case_sensitive_keywords: bool,
 ) -> Result<Rule, RedactionError> {
     let rule = || name.to_owned();
     let valid_name = !name.is_empty()
@@ -570,18 +603,25 @@ fn compile_rule(
         });
     }
     let mut lowercase = Vec::with_capacity(keywords.len());
-    for keyword in keywords {
+    for keyword in &keywords {
         if keyword.is_empty() {
             return Err(RedactionError::EmptyKeyword { rule: rule() });
         }
         lowercase.push(keyword.to_ascii_lowercase().into_boxed_str());
     }
+    let exact_keywords = case_sensitive_keywords.then(|| {
+        keywords
+            .into_iter()
+            .map(String::into_boxed_str)
+            .collect::<Box<[_]>>()
+    });
     Ok(Rule {
         name: name.into(),
         marker: marker(name).into_boxed_str(),
         regex,
         secret_group,
         keywords: lowercase.into_boxed_slice(),
+        exact_keywords,
     })
 }
 

@@ -21,8 +21,12 @@ pub struct BuiltinRule {
     /// [`RuleSpec::secret_group`](super::RuleSpec::secret_group)).
     pub secret_group: usize,
     /// The rule is only tried on text that contains one of these (ASCII
-    /// case-insensitive); every match of the regex contains one.
+    /// case-insensitive unless `case_sensitive_keywords`); every match of
+    /// the regex contains one.
     pub keywords: &'static [&'static str],
+    /// True when the keywords count only as written: the regex matches
+    /// them in that case only.
+    pub case_sensitive_keywords: bool,
     /// What it finds, for the docs.
     pub description: &'static str,
 }
@@ -97,21 +101,24 @@ pub const BUILTIN_RULES: &[BuiltinRule] = &[
         name: "pem_private_key",
         regex: r"-----BEGIN[ A-Z0-9_-]{0,64}PRIVATE KEY(?: BLOCK)?-----\s*(\S(?s:.*?))\s*-----END[ A-Z0-9_-]{0,64}PRIVATE KEY(?: BLOCK)?-----|-----BEGIN[ A-Z0-9_-]{0,64}PRIVATE KEY(?: BLOCK)?-----\s*(\S(?s:.*))",
         secret_group: 1,
-        keywords: &["-----begin"],
+        keywords: &["-----BEGIN"],
+        case_sensitive_keywords: true,
         description: "every line between `-----BEGIN ... PRIVATE KEY-----` and its END line (RSA, EC, OPENSSH, PGP, PKCS#8, encrypted); without an END line, everything after the BEGIN line",
     },
     BuiltinRule {
         name: "jwt",
         regex: r"(?-u:\b)(eyJ[A-Za-z0-9_-]{10,}\.ey[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*)",
         secret_group: 1,
-        keywords: &["eyj"],
+        keywords: &["eyJ"],
+        case_sensitive_keywords: true,
         description: "a JSON Web Token: `eyJ...` header, `ey...` payload, signature",
     },
     BuiltinRule {
         name: "aws_access_key_id",
         regex: r"(?-u:\b)((?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z2-7]{16})(?-u:\b)",
         secret_group: 1,
-        keywords: &["akia", "asia", "abia", "acca", "a3t"],
+        keywords: &["AKIA", "ASIA", "ABIA", "ACCA", "A3T"],
+        case_sensitive_keywords: true,
         description: "an AWS access key id: `AKIA` (or `ASIA`, `ABIA`, `ACCA`, `A3T.`) and 16 base32 characters",
     },
     BuiltinRule {
@@ -119,6 +126,7 @@ pub const BUILTIN_RULES: &[BuiltinRule] = &[
         regex: r"(?-u:\b)((?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{60,})",
         secret_group: 1,
         keywords: &["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"],
+        case_sensitive_keywords: true,
         description: "a GitHub token: `ghp_`, `gho_`, `ghu_`, `ghs_`, `ghr_` and 36 alphanumerics, or a fine-grained `github_pat_...`",
     },
     BuiltinRule {
@@ -129,6 +137,7 @@ pub const BUILTIN_RULES: &[BuiltinRule] = &[
             "glpat-", "gldt-", "glrt-", "glptt-", "gloas-", "glft-", "glimt-", "glagent-",
             "glsoat-", "glffct-", "glcbt-",
         ],
+        case_sensitive_keywords: true,
         description: "a GitLab token: `glpat-` (or deploy, runner, trigger, OAuth, feed, mail, agent, SCIM, feature-flag, CI job prefixes) and 20 or more characters",
     },
     BuiltinRule {
@@ -136,6 +145,7 @@ pub const BUILTIN_RULES: &[BuiltinRule] = &[
         regex: r"(?-u:\b)(xox[abeoprs]-[0-9A-Za-z-]{10,}|xapp-[0-9]-[0-9A-Za-z-]{10,})|hooks\.slack\.com/(?:services|workflows|triggers)/([A-Za-z0-9_/+-]{20,})",
         secret_group: 1,
         keywords: &["xox", "xapp-", "hooks.slack.com"],
+        case_sensitive_keywords: true,
         description: "a Slack token (`xoxb-`, `xoxp-`, `xoxa-`, `xoxe-`, `xapp-...`) or the secret path of a `hooks.slack.com` webhook URL",
     },
     BuiltinRule {
@@ -143,20 +153,23 @@ pub const BUILTIN_RULES: &[BuiltinRule] = &[
         regex: r"(?-u:\b)((?:sk|rk|pk)_(?:live|test|prod)_[0-9A-Za-z]{10,}|whsec_[0-9A-Za-z]{24,})",
         secret_group: 1,
         keywords: &["sk_", "rk_", "pk_", "whsec_"],
+        case_sensitive_keywords: true,
         description: "a Stripe key: `sk_live_`, `rk_live_`, `pk_live_` (and `_test_`) or a `whsec_` webhook secret",
     },
     BuiltinRule {
         name: "google_api_key",
         regex: r"(?-u:\b)(AIza[0-9A-Za-z_-]{35})",
         secret_group: 1,
-        keywords: &["aiza"],
+        keywords: &["AIza"],
+        case_sensitive_keywords: true,
         description: "a Google API key: `AIza` and 35 characters",
     },
     BuiltinRule {
         name: "google_oauth",
         regex: r"(?-u:\b)(GOCSPX-[0-9A-Za-z_-]{28}|ya29\.[0-9A-Za-z_-]{20,})",
         secret_group: 1,
-        keywords: &["gocspx-", "ya29."],
+        keywords: &["GOCSPX-", "ya29."],
+        case_sensitive_keywords: true,
         description: "a Google OAuth client secret (`GOCSPX-...`) or access token (`ya29....`)",
     },
     BuiltinRule {
@@ -164,13 +177,15 @@ pub const BUILTIN_RULES: &[BuiltinRule] = &[
         regex: r"(?-u:\b)(npm_[A-Za-z0-9]{36})",
         secret_group: 1,
         keywords: &["npm_"],
+        case_sensitive_keywords: true,
         description: "an npm access token: `npm_` and 36 alphanumerics",
     },
     BuiltinRule {
         name: "pypi_token",
         regex: r"(?-u:\b)(pypi-AgE(?:IcHlwaS5vcmc|NdGVzdC5weXBpLm9yZw)[A-Za-z0-9_-]{50,})",
         secret_group: 1,
-        keywords: &["pypi-age"],
+        keywords: &["pypi-AgE"],
+        case_sensitive_keywords: true,
         description: "a PyPI (or TestPyPI) upload token: `pypi-AgEIcHlwaS5vcmc...`",
     },
     BuiltinRule {
@@ -178,6 +193,7 @@ pub const BUILTIN_RULES: &[BuiltinRule] = &[
         regex: r"(?-u:\b)(sk-ant-(?:api|admin|oat|sid)[0-9]{2}-[A-Za-z0-9_-]{20,})",
         secret_group: 1,
         keywords: &["sk-ant-"],
+        case_sensitive_keywords: true,
         description: "an Anthropic key: `sk-ant-api03-...`",
     },
     BuiltinRule {
@@ -185,6 +201,7 @@ pub const BUILTIN_RULES: &[BuiltinRule] = &[
         regex: r"(?-u:\b)(sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}|sk-[A-Za-z0-9]{20,})",
         secret_group: 1,
         keywords: &["sk-"],
+        case_sensitive_keywords: true,
         description: "an OpenAI-style key: `sk-proj-...`, `sk-svcacct-...`, or `sk-` and 20 or more alphanumerics",
     },
     BuiltinRule {
@@ -192,6 +209,7 @@ pub const BUILTIN_RULES: &[BuiltinRule] = &[
         regex: r"(?-u:\b)(hf_[A-Za-z]{34,})",
         secret_group: 1,
         keywords: &["hf_"],
+        case_sensitive_keywords: true,
         description: "a Hugging Face token: `hf_` and 34 letters",
     },
     BuiltinRule {
@@ -199,20 +217,23 @@ pub const BUILTIN_RULES: &[BuiltinRule] = &[
         regex: r"(?-u:\b)(do[opr]_v1_[a-f0-9]{64})",
         secret_group: 1,
         keywords: &["doo_v1_", "dop_v1_", "dor_v1_"],
+        case_sensitive_keywords: true,
         description: "a DigitalOcean token: `dop_v1_`, `doo_v1_`, `dor_v1_` and 64 hex digits",
     },
     BuiltinRule {
         name: "sendgrid_key",
         regex: r"(?-u:\b)(SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43})",
         secret_group: 1,
-        keywords: &["sg."],
+        keywords: &["SG."],
+        case_sensitive_keywords: true,
         description: "a SendGrid key: `SG.` 22 `.` 43 characters",
     },
     BuiltinRule {
         name: "twilio_api_key",
         regex: r"(?-u:\b)(SK[0-9a-f]{32})(?-u:\b)",
         secret_group: 1,
-        keywords: &["sk"],
+        keywords: &["SK"],
+        case_sensitive_keywords: true,
         description: "a Twilio API key: `SK` and 32 lowercase hex digits",
     },
     BuiltinRule {
@@ -220,6 +241,7 @@ pub const BUILTIN_RULES: &[BuiltinRule] = &[
         regex: r"(?-u:\b)(shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32})",
         secret_group: 1,
         keywords: &["shpat_", "shpca_", "shppa_", "shpss_"],
+        case_sensitive_keywords: true,
         description: "a Shopify token or shared secret: `shpat_`, `shpca_`, `shppa_`, `shpss_` and 32 hex digits",
     },
     BuiltinRule {
@@ -227,6 +249,7 @@ pub const BUILTIN_RULES: &[BuiltinRule] = &[
         regex: r"(?-u:\b)(dapi[a-f0-9]{32}(?:-[0-9])?)",
         secret_group: 1,
         keywords: &["dapi"],
+        case_sensitive_keywords: true,
         description: "a Databricks token: `dapi` and 32 hex digits",
     },
     BuiltinRule {
@@ -234,6 +257,7 @@ pub const BUILTIN_RULES: &[BuiltinRule] = &[
         regex: r"(?-u:\b)(hv[sbr]\.[A-Za-z0-9_-]{24,})",
         secret_group: 1,
         keywords: &["hvs.", "hvb.", "hvr."],
+        case_sensitive_keywords: true,
         description: "a HashiCorp Vault token: `hvs.`, `hvb.`, `hvr.` and 24 or more characters",
     },
     BuiltinRule {
@@ -241,20 +265,23 @@ pub const BUILTIN_RULES: &[BuiltinRule] = &[
         regex: r"(?-u:\b)([A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,})",
         secret_group: 1,
         keywords: &["atlasv1"],
+        case_sensitive_keywords: true,
         description: "a Terraform Cloud token: 14 characters, `.atlasv1.`, 60 or more",
     },
     BuiltinRule {
         name: "age_secret_key",
         regex: r"(AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58})",
         secret_group: 1,
-        keywords: &["age-secret-key-1"],
+        keywords: &["AGE-SECRET-KEY-1"],
+        case_sensitive_keywords: true,
         description: "an age secret key: `AGE-SECRET-KEY-1` and 58 bech32 characters",
     },
     BuiltinRule {
         name: "grafana_token",
         regex: r"(?-u:\b)(glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|glc_[A-Za-z0-9+/]{32,}={0,2}|eyJrIjoi[A-Za-z0-9]{70,}={0,2})",
         secret_group: 1,
-        keywords: &["glsa_", "glc_", "eyjrijoi"],
+        keywords: &["glsa_", "glc_", "eyJrIjoi"],
+        case_sensitive_keywords: true,
         description: "a Grafana service account token (`glsa_...`), cloud token (`glc_...`) or API key (`eyJrIjoi...`)",
     },
     BuiltinRule {
@@ -262,6 +289,7 @@ pub const BUILTIN_RULES: &[BuiltinRule] = &[
         regex: r"(?-u:\b)(sntry[su]_[A-Za-z0-9+/=_]{40,})",
         secret_group: 1,
         keywords: &["sntrys_", "sntryu_"],
+        case_sensitive_keywords: true,
         description: "a Sentry token: `sntrys_...` or `sntryu_...`",
     },
     BuiltinRule {
@@ -269,6 +297,7 @@ pub const BUILTIN_RULES: &[BuiltinRule] = &[
         regex: r"(?-u:\b)(dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,})",
         secret_group: 1,
         keywords: &["dp."],
+        case_sensitive_keywords: true,
         description: "a Doppler token: `dp.pt.` (or `st`, `sa`, `ct`, `scim`, `audit`) and 40 or more alphanumerics",
     },
     BuiltinRule {
@@ -276,6 +305,7 @@ pub const BUILTIN_RULES: &[BuiltinRule] = &[
         regex: r"(?-u:\b)(lin_api_[A-Za-z0-9]{40})",
         secret_group: 1,
         keywords: &["lin_api_"],
+        case_sensitive_keywords: true,
         description: "a Linear API key: `lin_api_` and 40 alphanumerics",
     },
     BuiltinRule {
@@ -283,13 +313,15 @@ pub const BUILTIN_RULES: &[BuiltinRule] = &[
         regex: r"(?-u:\b)(pscale_(?:tkn|oauth|pw)_[A-Za-z0-9_=.-]{32,64})",
         secret_group: 1,
         keywords: &["pscale_"],
+        case_sensitive_keywords: true,
         description: "a PlanetScale token or password: `pscale_tkn_`, `pscale_oauth_`, `pscale_pw_`",
     },
     BuiltinRule {
         name: "postman_key",
         regex: r"(?-u:\b)(PMAK-[a-f0-9]{24}-[a-f0-9]{34})",
         secret_group: 1,
-        keywords: &["pmak-"],
+        keywords: &["PMAK-"],
+        case_sensitive_keywords: true,
         description: "a Postman API key: `PMAK-` 24 `-` 34 hex digits",
     },
     BuiltinRule {
@@ -297,6 +329,7 @@ pub const BUILTIN_RULES: &[BuiltinRule] = &[
         regex: r"(?-u:\b)(pul-[a-f0-9]{40})",
         secret_group: 1,
         keywords: &["pul-"],
+        case_sensitive_keywords: true,
         description: "a Pulumi token: `pul-` and 40 hex digits",
     },
     BuiltinRule {
@@ -304,6 +337,7 @@ pub const BUILTIN_RULES: &[BuiltinRule] = &[
         regex: r"(?-u:\b)(rubygems_[a-f0-9]{48})",
         secret_group: 1,
         keywords: &["rubygems_"],
+        case_sensitive_keywords: true,
         description: "a RubyGems API key: `rubygems_` and 48 hex digits",
     },
     BuiltinRule {
@@ -311,13 +345,15 @@ pub const BUILTIN_RULES: &[BuiltinRule] = &[
         regex: r"(?-u:\b)(dt0c01\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{64})",
         secret_group: 1,
         keywords: &["dt0c01."],
+        case_sensitive_keywords: true,
         description: "a Dynatrace token: `dt0c01.` 24 `.` 64 alphanumerics",
     },
     BuiltinRule {
         name: "newrelic_key",
         regex: r"(?-u:\b)(NR(?:AK|II)-[A-Za-z0-9-]{27,32})",
         secret_group: 1,
-        keywords: &["nrak-", "nrii-"],
+        keywords: &["NRAK-", "NRII-"],
+        case_sensitive_keywords: true,
         description: "a New Relic user or insert key: `NRAK-...`, `NRII-...`",
     },
     BuiltinRule {
@@ -325,27 +361,31 @@ pub const BUILTIN_RULES: &[BuiltinRule] = &[
         regex: r"(?-u:\b)(sq0(?:atp|csp)-[0-9A-Za-z_-]{22,60})",
         secret_group: 1,
         keywords: &["sq0atp-", "sq0csp-"],
+        case_sensitive_keywords: true,
         description: "a Square access token or secret: `sq0atp-...`, `sq0csp-...`",
     },
     BuiltinRule {
         name: "atlassian_token",
         regex: r"(?-u:\b)(ATATT3[A-Za-z0-9_=-]{40,})",
         secret_group: 1,
-        keywords: &["atatt3"],
+        keywords: &["ATATT3"],
+        case_sensitive_keywords: true,
         description: "an Atlassian API token: `ATATT3...`",
     },
     BuiltinRule {
         name: "telegram_bot_token",
         regex: r"(?-u:\b)([0-9]{8,10}:AA[0-9A-Za-z_-]{33})",
         secret_group: 1,
-        keywords: &[":aa"],
+        keywords: &[":AA"],
+        case_sensitive_keywords: true,
         description: "a Telegram bot token: 8 to 10 digits, `:AA`, 33 characters",
     },
     BuiltinRule {
         name: "azure_client_secret",
         regex: r"(?:^|[^A-Za-z0-9_~.-])([A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34})",
         secret_group: 1,
-        keywords: &["q~"],
+        keywords: &["Q~"],
+        case_sensitive_keywords: true,
         description: "an Azure AD client secret: 3 characters, a digit, `Q~`, 31 to 34 characters",
     },
     BuiltinRule {
@@ -353,6 +393,7 @@ pub const BUILTIN_RULES: &[BuiltinRule] = &[
         regex: r"(?i-u:discord(?:app)?\.com/api/webhooks/)[0-9]+/([A-Za-z0-9_-]{60,})",
         secret_group: 1,
         keywords: &["discord"],
+        case_sensitive_keywords: false,
         description: "the token part of a Discord webhook URL",
     },
     BuiltinRule {
@@ -360,6 +401,7 @@ pub const BUILTIN_RULES: &[BuiltinRule] = &[
         regex: r#"(?i-u:(?:aws_?)?secret_?access_?key)["']?[ \t]*[=:][ \t]*["']?([A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+]|$)"#,
         secret_group: 1,
         keywords: &["secret"],
+        case_sensitive_keywords: false,
         description: "an AWS secret access key (40 base64 characters) after `aws_secret_access_key`, `AWS_SECRET_ACCESS_KEY` or `SecretAccessKey`",
     },
     BuiltinRule {
@@ -367,6 +409,7 @@ pub const BUILTIN_RULES: &[BuiltinRule] = &[
         regex: r#"(?i-u:jdbc:[a-z0-9]+:)[^\s"'<>]*?[?&;](?i-u:password|pwd)=([^&;\s"'<>]+)|(?i-u:jdbc:oracle:thin:)[^/\s@:"'<>]+/([^@\s"'<>]+)@"#,
         secret_group: 1,
         keywords: &["jdbc:"],
+        case_sensitive_keywords: false,
         description: "the password of a JDBC URL: `jdbc:...?user=u&password=SECRET`, `jdbc:sqlserver://h;password=SECRET`, `jdbc:oracle:thin:user/SECRET@host`",
     },
     BuiltinRule {
@@ -374,6 +417,7 @@ pub const BUILTIN_RULES: &[BuiltinRule] = &[
         regex: r#"(?-u:\b)(?:mysql|mariadb|mysqldump|mariadb-dump|mysqladmin|mariadb-admin)[ \t](?:[^\n|;&]*?[ \t])?-p["']?([^\s"'-][^\s"']*)|(?-u:\b)redis-cli[ \t](?:[^\n|;&]*?[ \t])?(?:-a|--pass)[ \t]+["']?([^\s"'-][^\s"']*)|(?-u:\b)curl[ \t](?:[^\n|;&]*?[ \t])?(?:-u|--user)[ \t=]+["']?[^\s:"']*:([^\s"']+)|(?-u:\b)sshpass[ \t]+-p[ \t]*["']?([^\s"'-][^\s"']*)"#,
         secret_group: 1,
         keywords: &["mysql", "mariadb", "redis-cli", "curl", "sshpass"],
+        case_sensitive_keywords: false,
         description: "a password on a command line: `mysql -pSECRET`, `redis-cli -a SECRET`, `curl -u user:SECRET`, `sshpass -p SECRET`",
     },
     BuiltinRule {
@@ -381,6 +425,7 @@ pub const BUILTIN_RULES: &[BuiltinRule] = &[
         regex: r#"(?-u:\b)(?i-u:[a-z][a-z0-9+.-]*)://[^\s:@/?#"'<>]*:([^\s/?"'<>]+)@"#,
         secret_group: 1,
         keywords: &["://"],
+        case_sensitive_keywords: false,
         description: "the password in a URL's userinfo, any scheme: `https://svc:SECRET@api.internal/v1`, `redis://:SECRET@cache:6379`",
     },
     BuiltinRule {
@@ -388,6 +433,7 @@ pub const BUILTIN_RULES: &[BuiltinRule] = &[
         regex: r#"(?i-u:(?:proxy-)?authorization)["']?[ \t]*[:=][ \t]*["']?(?i-u:bearer|basic|token|bot|apikey|api-key)[ \t]+([A-Za-z0-9._~+/=:-]{6,})|(?-u:\b)(?:Bearer|bearer|BEARER)[ \t]+([A-Za-z0-9._~+/-]{16,}=*)"#,
         secret_group: 1,
         keywords: &["authorization", "bearer"],
+        case_sensitive_keywords: false,
         description: "the credentials of an `Authorization: Bearer|Basic|Token ...` header, and of a bare `Bearer ...` of 16 or more characters",
     },
     BuiltinRule {
@@ -427,6 +473,7 @@ pub const BUILTIN_RULES: &[BuiltinRule] = &[
             "authorization",
             "key",
         ],
+        case_sensitive_keywords: false,
         description: "the value of a key that names a secret, in `key=value`, `key: value`, `\"key\": \"value\"` and `--key value` forms",
     },
 ];

@@ -41,7 +41,13 @@ fn each_example_holds_a_keyword_of_its_rule() {
         let rule = BUILTIN_RULES.iter().find(|r| r.name == e.rule).unwrap();
         let lower = e.text.to_ascii_lowercase();
         assert!(
-            rule.keywords.iter().any(|k| lower.contains(k)),
+            rule.keywords
+                .iter()
+                .any(|k| if rule.case_sensitive_keywords {
+                    e.text.contains(k)
+                } else {
+                    lower.contains(k)
+                }),
             "{}: {}",
             e.rule,
             e.text
@@ -181,6 +187,7 @@ fn markers_are_never_matched_again() {
         regex: "[a-z_:]{12,}".into(),
         secret_group: None,
         keywords: vec![],
+        case_sensitive_keywords: false,
         description: None,
     };
     let redactor = Redactor::new(&[greedy], Vec::<String>::new()).unwrap();
@@ -262,6 +269,7 @@ fn extra_rules_from_a_rules_file_redact_their_secret_group() {
         regex: "[0-9]{6}".into(),
         secret_group: None,
         keywords: vec!["pin".into()],
+        case_sensitive_keywords: false,
         description: None,
     };
     let redactor = Redactor::new(&[gated], Vec::<String>::new()).unwrap();
@@ -285,6 +293,7 @@ fn bad_rules_are_configuration_errors_naming_the_rule() {
         regex: regex.into(),
         secret_group: group,
         keywords: vec![],
+        case_sensitive_keywords: false,
         description: None,
     };
     let refused = |rules: &[RuleSpec]| Redactor::new(rules, Vec::<String>::new()).unwrap_err();
@@ -359,6 +368,7 @@ fn the_secret_is_the_first_non_empty_group_from_the_configured_one() {
         regex: r"key1=([0-9]+)|key2=([a-z]+)".into(),
         secret_group: Some(1),
         keywords: vec![],
+        case_sensitive_keywords: false,
         description: None,
     };
     let whole = RuleSpec {
@@ -366,12 +376,47 @@ fn the_secret_is_the_first_non_empty_group_from_the_configured_one() {
         regex: r"serial=[0-9]{4}".into(),
         secret_group: None,
         keywords: vec![],
+        case_sensitive_keywords: false,
         description: None,
     };
     let redactor = Redactor::new(&[rule, whole], Vec::<String>::new()).unwrap();
     assert_eq!(
         redactor.redact("key1=1234 key2=abcd serial=9876"),
         "key1=<redacted:either> key2=<redacted:either> <redacted:whole>"
+    );
+}
+
+#[test]
+fn case_sensitive_keywords_count_only_as_written() {
+    let rule = |name: &str, exact: bool| RuleSpec {
+        name: name.into(),
+        regex: r"(?i)acme_([a-z0-9]{8})".into(),
+        secret_group: None,
+        keywords: vec!["ACME_".into()],
+        case_sensitive_keywords: exact,
+        description: None,
+    };
+    let exact = Redactor::new(&[rule("acme", true)], Vec::<String>::new()).unwrap();
+    assert_eq!(exact.redact("ACME_abcd1234"), "ACME_<redacted:acme>");
+    // The regex would match; the keyword is not there as written.
+    assert_eq!(exact.redact("acme_abcd1234"), "acme_abcd1234");
+    assert!(!exact.may_hold_secrets("acme_abcd1234"));
+    let any_case = Redactor::new(&[rule("acme", false)], Vec::<String>::new()).unwrap();
+    assert_eq!(any_case.redact("acme_abcd1234"), "acme_<redacted:acme>");
+
+    // The built-in shapes' keywords are case-sensitive where their regexes
+    // are: `sk` in `task` or `sku` does not make a text worth searching.
+    let builtin = Redactor::builtin();
+    for clean in [
+        "Scheduled task report-export-3 completed",
+        r#"{"sku": "A-1", "qty": 2}"#,
+        "shipping to Asia",
+    ] {
+        assert!(!builtin.may_hold_secrets(clean), "{clean}");
+    }
+    assert_eq!(
+        builtin.redact("key SK0123456789abcdef0123456789abcdef"),
+        "key <redacted:twilio_api_key>"
     );
 }
 
