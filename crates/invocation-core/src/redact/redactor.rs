@@ -515,10 +515,18 @@ impl Redactor {
     /// text starting at `offset`).
     fn rule_hits(&self, index: usize, segment: &str, offset: usize, hits: &mut Vec<Hit>) {
         let rule = &self.rules[index];
-        let mut locations = rule.regex.capture_locations();
+        // Most texts a rule is tried on hold no match: the capture groups
+        // (slower to find, and allocated) are only looked for in one that
+        // does.
+        let mut locations = None;
         let mut at = 0;
         while at <= segment.len() {
-            let Some(whole) = rule.regex.captures_read_at(&mut locations, segment, at) else {
+            if !rule.regex.is_match_at(segment, at) {
+                break;
+            }
+            let locations = locations.get_or_insert_with(|| rule.regex.capture_locations());
+            // The same search, with groups: it finds the same match.
+            let Some(whole) = rule.regex.captures_read_at(locations, segment, at) else {
                 break;
             };
             at = if whole.end() > at {
@@ -699,7 +707,9 @@ impl<'t> Iterator for Segments<'t> {
             let start = self.at;
             let mut search = start;
             loop {
-                let Some(found) = self.text[search..].find(MARKER_PREFIX) else {
+                // Markers are rare: one `<` search (vectorized) before
+                // looking for the whole prefix.
+                let Some(found) = memchr::memchr(b'<', &self.text.as_bytes()[search..]) else {
                     self.at = self.text.len();
                     return Some((start, &self.text[start..]));
                 };
