@@ -569,3 +569,27 @@ fn may_hold_secrets_is_true_for_every_example_and_every_secret_name() {
     // No keyword of any rule (note `sku` would hold `sk`, Twilio's).
     assert!(!redactor.may_hold_secrets(r#"{"order_id": 7, "items": [{"code": "A-7"}]}"#));
 }
+
+proptest::proptest! {
+    /// A caller may skip parsing JSON that holds no keyword
+    /// ([`Redactor::may_hold_secrets`]): every member name that names a
+    /// secret holds one of `kv_secret`'s keywords, in any case.
+    #[test]
+    fn every_secret_name_holds_a_kv_secret_keyword(
+        name in "[a-z0-9_.-]{0,6}(password|passwd|passphrase|pwd|secret|token|credentials?|authorization|(api|access|secret|private|account|encryption|signing|master|client)[_.-]?key)",
+        upper in proptest::collection::vec(proptest::bool::ANY, 40),
+    ) {
+        let name: String = name
+            .chars()
+            .zip(upper.iter().cycle())
+            .map(|(c, &up)| if up { c.to_ascii_uppercase() } else { c })
+            .collect();
+        let redactor = Redactor::builtin();
+        proptest::prop_assert!(redactor.names_secret(&name), "{}", name);
+        let kv = BUILTIN_RULES.iter().find(|r| r.name == "kv_secret").unwrap();
+        let lower = name.to_ascii_lowercase();
+        proptest::prop_assert!(kv.keywords.iter().any(|k| lower.contains(k)), "{}", name);
+        let json = format!(r#"{{"{name}": "hunter2x"}}"#);
+        proptest::prop_assert!(redactor.may_hold_secrets(&json), "{}", json);
+    }
+}
