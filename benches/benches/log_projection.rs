@@ -295,17 +295,19 @@ fn main() {
         result.events.len(),
     );
     println!(
-        "events={count} bytes={} parse_ms={:.1} typed_parse_ms={:.1} project_ms={:.1} ratio={:.3} typed_ratio={:.3}",
+        "redaction: project_ms={:.1} unredacted_ms={:.1} share={:.3}",
+        ms(project),
+        ms(unredacted),
+        (ms(project) - ms(unredacted)) / ms(project),
+    );
+    println!(
+        "events={count} bytes={} parse_ms={:.1} typed_parse_ms={:.1} project_ms={:.1} ratio={:.3} typed_ratio={:.3} unredacted_ms={:.1} redaction_share={:.3}",
         bytes.len(),
         ms(parse),
         ms(typed),
         ms(project),
         ms(project) / ms(parse),
         ms(project) / ms(typed),
-    );
-    println!(
-        "redaction: project_ms={:.1} unredacted_ms={:.1} share={:.3}",
-        ms(project),
         ms(unredacted),
         (ms(project) - ms(unredacted)) / ms(project),
     );
