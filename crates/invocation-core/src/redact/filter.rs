@@ -24,7 +24,7 @@ pub(super) const MAX_KEYWORD_BYTES: usize = 8;
 
 /// Beyond this many states (keyword sets far larger than the built-in
 /// one's few hundred), the filter says maybe to every text.
-const MAX_STATES: usize = 1 << 16;
+pub(super) const MAX_STATES: usize = 1 << 16;
 
 /// Texts shorter than this are walked in one part; up to four times this,
 /// in two; longer, in four.
@@ -50,46 +50,19 @@ impl KeywordFilter {
     /// written (else ASCII case-insensitive). Empty ones are ignored; with
     /// no keyword it says no to every text.
     pub(super) fn new<'k>(keywords: impl IntoIterator<Item = (&'k str, bool)>) -> Self {
-        // Every byte of every (cut) keyword, flattened: which bytes it
-        // accepts, and whether it ends its keyword.
-        let mut accepts: Vec<[bool; 256]> = Vec::new();
-        let mut ends: Vec<bool> = Vec::new();
-        let mut firsts: Vec<u32> = Vec::new();
-        let mut longest = 0;
-        for (keyword, case_sensitive) in keywords {
-            let cut = &keyword.as_bytes()[..keyword.len().min(MAX_KEYWORD_BYTES)];
-            if cut.is_empty() {
-                continue;
-            }
-            longest = longest.max(cut.len());
-            firsts.push(state_id(accepts.len()));
-            for (at, &byte) in cut.iter().enumerate() {
-                let mut set = [false; 256];
-                set[usize::from(byte)] = true;
-                if !case_sensitive {
-                    set[usize::from(byte.to_ascii_lowercase())] = true;
-                    set[usize::from(byte.to_ascii_uppercase())] = true;
-                }
-                accepts.push(set);
-                ends.push(at + 1 == cut.len());
-            }
-        }
-
-        // Bytes every keyword byte treats alike share a class.
-        let mut classes = [0_u8; 256];
-        let mut by_signature: HashMap<Vec<bool>, u8> = HashMap::new();
-        let mut representatives: Vec<u8> = Vec::new();
-        for byte in 0..=255_u8 {
-            let signature: Vec<bool> = accepts.iter().map(|set| set[usize::from(byte)]).collect();
-            let next = u8::try_from(representatives.len())
-                .unwrap_or_else(|_| unreachable!("at most 256 classes of 256 bytes"));
-            let class = *by_signature.entry(signature).or_insert_with(|| {
-                representatives.push(byte);
-                next
-            });
-            classes[usize::from(byte)] = class;
-        }
+        let keywords = Positions::new(
+            keywords.into_iter().map(|(k, exact)| (k, exact, 0)),
+            MAX_KEYWORD_BYTES,
+        );
+        let (classes, representatives) = keywords.classes();
         let stride = representatives.len();
+        let Positions {
+            accepts,
+            ends,
+            firsts,
+            longest,
+            ..
+        } = keywords;
 
         // Subset construction: a state is the set of keyword bytes that
         // come next after a partial match (sorted); the start state is
@@ -111,7 +84,7 @@ impl KeywordFilter {
                 for &at in set.iter().chain(&firsts) {
                     let at = at as usize;
                     if accepts[at][usize::from(byte)] {
-                        if ends[at] {
+                        if ends[at].is_some() {
                             matched = true;
                             break;
                         }
@@ -172,7 +145,7 @@ impl KeywordFilter {
         if text.len() < SPLIT_AT {
             self.walk(0, text) == self.matched
         } else if text.len() < 4 * SPLIT_AT {
-            let [a, b] = self.parts(text);
+            let [a, b] = parts(text, self.overlap);
             let (mut x, mut y) = (0, 0);
             for (&p, &q) in a.iter().zip(b) {
                 x = self.step(x, p);
@@ -180,7 +153,7 @@ impl KeywordFilter {
             }
             x == self.matched || y == self.matched
         } else {
-            let [a, b, c, d] = self.parts(text);
+            let [a, b, c, d] = parts(text, self.overlap);
             let (mut w, mut x, mut y, mut z) = (0, 0, 0, 0);
             for (((&p, &q), &r), &s) in a.iter().zip(b).zip(c).zip(d) {
                 w = self.step(w, p);
@@ -190,20 +163,6 @@ impl KeywordFilter {
             }
             [w, x, y, z].contains(&self.matched)
         }
-    }
-
-    /// `text` (at least `SPLIT_AT` bytes) as `N` parts of equal length that
-    /// cover it, each overlapping the next by at least the overlap, so that
-    /// every keyword occurrence lies whole in one part: parts start at most
-    /// `length - overlap` bytes apart, the first at 0, the last ending at
-    /// the end.
-    fn parts<'t, const N: usize>(&self, text: &'t [u8]) -> [&'t [u8]; N] {
-        let apart = text.len().saturating_sub(self.overlap).div_ceil(N);
-        let length = (apart + self.overlap).min(text.len());
-        std::array::from_fn(|i| {
-            let start = (i * apart).min(text.len() - length);
-            &text[start..start + length]
-        })
     }
 
     fn walk(&self, state: u32, bytes: &[u8]) -> u32 {
@@ -218,7 +177,90 @@ impl KeywordFilter {
     }
 }
 
-fn state_id(index: usize) -> u32 {
+/// `text` as `N` parts of equal length that cover it, each overlapping the
+/// next by at least `overlap` bytes, so that every occurrence of a keyword
+/// of up to `overlap + 1` bytes lies whole in one part: parts start at most
+/// `length - overlap` bytes apart, the first at 0, the last ending at the
+/// end. (Meant for texts several times longer than `overlap`.)
+pub(super) fn parts<const N: usize>(text: &[u8], overlap: usize) -> [&[u8]; N] {
+    let apart = text.len().saturating_sub(overlap).div_ceil(N);
+    let length = (apart + overlap).min(text.len());
+    std::array::from_fn(|i| {
+        let start = (i * apart).min(text.len() - length);
+        &text[start..start + length]
+    })
+}
+
+/// Every byte of every keyword, flattened: the bytes each accepts, whether
+/// it ends its keyword (and the keyword's tag), and where each keyword
+/// starts. The input of both automata's subset constructions.
+pub(super) struct Positions {
+    pub(super) accepts: Vec<[bool; 256]>,
+    /// For the last byte of a keyword, its tag.
+    pub(super) ends: Vec<Option<u32>>,
+    pub(super) firsts: Vec<u32>,
+    pub(super) longest: usize,
+}
+
+impl Positions {
+    /// `keywords` (text, counts only as written, tag), each cut to `cut`
+    /// bytes; empty ones are left out.
+    pub(super) fn new<'k>(
+        keywords: impl IntoIterator<Item = (&'k str, bool, u32)>,
+        cut: usize,
+    ) -> Self {
+        let mut positions = Self {
+            accepts: Vec::new(),
+            ends: Vec::new(),
+            firsts: Vec::new(),
+            longest: 0,
+        };
+        for (keyword, case_sensitive, tag) in keywords {
+            let bytes = &keyword.as_bytes()[..keyword.len().min(cut)];
+            if bytes.is_empty() {
+                continue;
+            }
+            positions.longest = positions.longest.max(bytes.len());
+            positions.firsts.push(state_id(positions.accepts.len()));
+            for (at, &byte) in bytes.iter().enumerate() {
+                let mut set = [false; 256];
+                set[usize::from(byte)] = true;
+                if !case_sensitive {
+                    set[usize::from(byte.to_ascii_lowercase())] = true;
+                    set[usize::from(byte.to_ascii_uppercase())] = true;
+                }
+                positions.accepts.push(set);
+                positions.ends.push((at + 1 == bytes.len()).then_some(tag));
+            }
+        }
+        positions
+    }
+
+    /// Byte to class (bytes every keyword byte treats alike share one), and
+    /// one byte of each class.
+    pub(super) fn classes(&self) -> ([u8; 256], Vec<u8>) {
+        let mut classes = [0_u8; 256];
+        let mut by_signature: HashMap<Vec<bool>, u8> = HashMap::new();
+        let mut representatives: Vec<u8> = Vec::new();
+        for byte in 0..=255_u8 {
+            let signature: Vec<bool> = self
+                .accepts
+                .iter()
+                .map(|set| set[usize::from(byte)])
+                .collect();
+            let next = u8::try_from(representatives.len())
+                .unwrap_or_else(|_| unreachable!("at most 256 classes of 256 bytes"));
+            let class = *by_signature.entry(signature).or_insert_with(|| {
+                representatives.push(byte);
+                next
+            });
+            classes[usize::from(byte)] = class;
+        }
+        (classes, representatives)
+    }
+}
+
+pub(super) fn state_id(index: usize) -> u32 {
     u32::try_from(index).unwrap_or_else(|_| unreachable!("keyword automata stay far below 2^32"))
 }
 

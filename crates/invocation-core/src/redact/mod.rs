@@ -36,14 +36,14 @@
 //!   longest, then earlier rule in the table (specific shapes come before
 //!   the generic `key=value` rule).
 //! - **Cheap when clean**: a first look by a small DFA over every rule's
-//!   keywords (their first 8 bytes, ASCII case-insensitive: `ghp_`, `akia`,
-//!   `://`, `password`, ...), walking four parts of a long text side by
-//!   side, says whether the text can hold a keyword at all; when it cannot,
-//!   the text is returned borrowed, nothing allocated. Otherwise one
-//!   aho-corasick scan finds which keywords it holds (in the case they
-//!   count in: a rule's keywords can be case-sensitive, `SK` for Twilio
-//!   keys is not `sk` in `task`), and only those rules' own regexes run,
-//!   for positions. A rule without keywords (a rules file may have some)
+//!   keywords (their first 8 bytes: `ghp_`, `AKIA`, `://`, `password`,
+//!   ...), walking four parts of a long text side by side, says whether
+//!   the text can hold a keyword at all; when it cannot, the text is
+//!   returned borrowed, nothing allocated. Otherwise a second DFA, over the
+//!   whole keywords, finds in one scan which rules' keywords it holds, and
+//!   only those rules' own regexes run, for positions. Keywords are ASCII
+//!   case-insensitive unless their rule says they count only as written
+//!   (`SK` for Twilio keys is not `sk` in `task`). A rule without keywords (a rules file may have some)
 //!   is found by one [`regex::RegexSet`] over all such rules, scanned on
 //!   every text.
 //!
@@ -175,6 +175,7 @@ mod filter;
 mod pass;
 mod redactor;
 mod rules;
+mod scanner;
 mod url;
 
 #[cfg(test)]

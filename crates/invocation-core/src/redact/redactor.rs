@@ -5,7 +5,6 @@ use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, LazyLock};
 
-use aho_corasick::{AhoCorasick, MatchKind};
 use regex::{Regex, RegexBuilder, RegexSet};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -13,6 +12,7 @@ use serde_json::Value;
 use super::config::{RedactionError, RuleSpec};
 use super::filter::KeywordFilter;
 use super::rules::{BUILTIN_RULES, KV_SECRET, NON_SECRET_SHAPES, SECRET_KEY_NAME};
+use super::scanner::KeywordScanner;
 
 /// What every marker starts with: `<redacted:RULE>`.
 pub const MARKER_PREFIX: &str = "<redacted:";
@@ -110,10 +110,6 @@ struct Rule {
     exact_keywords: Option<Box<[Box<str>]>>,
 }
 
-/// A rule a keyword leads to (by index), with the spelling the keyword
-/// must have in the text when the rule's keywords are case-sensitive.
-type KeywordRule = (usize, Option<Box<str>>);
-
 /// A secret found in a text: byte range and the rule (index) that names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Hit {
@@ -122,9 +118,11 @@ struct Hit {
     rule: usize,
 }
 
-/// The redaction engine. One automaton ([`AhoCorasick`], ASCII
-/// case-insensitive) over every rule's keywords tells in one scan which rules
-/// a text can hold; only those rules' own regexes then run, for positions.
+/// The redaction engine. Two automata over every rule's keywords (each
+/// ASCII case-insensitive or case-sensitive, as its rule says): the first
+/// tells whether a text can hold any keyword, the second, in one scan of a
+/// text that can, which rules' keywords it holds; only those rules' own
+/// regexes then run, for positions.
 /// Rules without keywords (a rules file may have some) are found by one
 /// [`RegexSet`] over them, scanned on every text. See the [module
 /// docs](crate::redact) for the rules and the guarantees.
@@ -134,12 +132,8 @@ pub struct Redactor {
     rules: Vec<Rule>,
     /// The first look: can a text hold any keyword at all?
     filter: KeywordFilter,
-    /// Every distinct keyword of every rule, lowercase.
-    keywords: AhoCorasick,
-    /// For each keyword of `keywords`, the rules that have it, with the
-    /// spelling the text must have when the rule's keywords count only in
-    /// their case.
-    keyword_rules: Vec<Vec<KeywordRule>>,
+    /// The second: whose keywords does it hold? Tags are rule indices.
+    scanner: KeywordScanner,
     /// The rules without keywords, and the automaton over them.
     unkeyed: Option<(Vec<usize>, RegexSet)>,
     non_secret: RegexSet,
@@ -221,24 +215,22 @@ impl Redactor {
         let too_large = |e: &dyn fmt::Display| RedactionError::TooLarge {
             reason: first_line(&e.to_string()),
         };
-        let mut by_keyword: BTreeMap<&str, Vec<KeywordRule>> = BTreeMap::new();
-        for (index, rule) in rules.iter().enumerate() {
-            for (at, keyword) in rule.keywords.iter().enumerate() {
-                let exact = rule.exact_keywords.as_ref().map(|exact| exact[at].clone());
-                by_keyword.entry(keyword).or_default().push((index, exact));
-            }
-        }
-        let filter = KeywordFilter::new(rules.iter().flat_map(|rule| {
-            let exact = rule.exact_keywords.as_deref();
-            let spelled = exact.unwrap_or(&rule.keywords);
-            spelled.iter().map(move |k| (&**k, exact.is_some()))
-        }));
-        let keywords = AhoCorasick::builder()
-            .ascii_case_insensitive(true)
-            .match_kind(MatchKind::Standard)
-            .build(by_keyword.keys())
-            .map_err(|e| too_large(&e))?;
-        let keyword_rules = by_keyword.into_values().collect();
+        // Each rule's keywords, as written when they count only in that
+        // case, tagged with the rule's index.
+        let keywords: Vec<(&str, bool, u32)> = rules
+            .iter()
+            .enumerate()
+            .flat_map(|(index, rule)| {
+                let exact = rule.exact_keywords.as_deref();
+                let tag = u32::try_from(index).unwrap_or(u32::MAX);
+                exact
+                    .unwrap_or(&rule.keywords)
+                    .iter()
+                    .map(move |k| (&**k, exact.is_some(), tag))
+            })
+            .collect();
+        let filter = KeywordFilter::new(keywords.iter().map(|&(k, exact, _)| (k, exact)));
+        let scanner = KeywordScanner::new(keywords.iter().copied());
         let unkeyed: Vec<usize> = (0..rules.len())
             .filter(|&i| rules[i].keywords.is_empty())
             .collect();
@@ -266,8 +258,7 @@ impl Redactor {
         Ok(Self {
             rules,
             filter,
-            keywords,
-            keyword_rules,
+            scanner,
             unkeyed,
             non_secret,
             allow: allowed,
@@ -354,14 +345,14 @@ impl Redactor {
             return None;
         }
         let mut candidate: Option<Vec<bool>> = None;
-        for found in self.keywords.find_overlapping_iter(text) {
-            let spelled = &text[found.start()..found.end()];
-            for (rule, exact) in &self.keyword_rules[found.pattern().as_usize()] {
-                if exact.as_deref().is_none_or(|exact| exact == spelled) {
-                    candidate.get_or_insert_with(|| vec![false; self.rules.len()])[*rule] = true;
+        self.scanner.scan(text.as_bytes(), |tags| {
+            let candidate = candidate.get_or_insert_with(|| vec![false; self.rules.len()]);
+            for &rule in tags {
+                if let Some(slot) = candidate.get_mut(rule as usize) {
+                    *slot = true;
                 }
             }
-        }
+        });
         candidate
     }
 
