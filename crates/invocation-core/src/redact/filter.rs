@@ -22,9 +22,19 @@ use std::collections::HashMap;
 /// its prefix, and short prefixes keep the parts' overlap small.
 pub(super) const MAX_KEYWORD_BYTES: usize = 8;
 
-/// Beyond this many states (keyword sets far larger than the built-in
-/// one's few hundred), the filter says maybe to every text.
-pub(super) const MAX_STATES: usize = 1 << 16;
+/// What building a keyword automaton may take. Past any of these (keyword
+/// sets far larger than the built-in one, of a few hundred states, a few
+/// dozen classes and under two million steps), the automaton gives up: the
+/// filter says maybe to every text, the scanner names every rule. Slower,
+/// same result.
+pub(super) mod limits {
+    /// Keyword bytes (each costs 256 bytes while building).
+    pub(in super::super) const POSITIONS: usize = 1 << 15;
+    /// Transitions: states times classes (4 bytes each).
+    pub(in super::super) const TABLE: usize = 1 << 20;
+    /// Keyword bytes looked at while building.
+    pub(in super::super) const WORK: usize = 1 << 26;
+}
 
 /// Texts shorter than this are walked in one part; up to four times this,
 /// in two; longer, in four.
@@ -54,6 +64,9 @@ impl KeywordFilter {
             keywords.into_iter().map(|(k, exact)| (k, exact, 0)),
             MAX_KEYWORD_BYTES,
         );
+        if keywords.too_many {
+            return Self::always();
+        }
         let (classes, representatives) = keywords.classes();
         let stride = representatives.len();
         let Positions {
@@ -72,13 +85,15 @@ impl KeywordFilter {
         let mut ids: HashMap<Vec<u32>, u32> = HashMap::from([(Vec::new(), 0)]);
         let mut sets: Vec<Vec<u32>> = vec![Vec::new()];
         let mut rows: Vec<Vec<u32>> = Vec::new();
+        let mut work = 0_usize;
         while rows.len() < sets.len() {
-            if sets.len() > MAX_STATES {
+            if sets.len() * stride > limits::TABLE || work > limits::WORK {
                 return Self::always();
             }
             let set = sets[rows.len()].clone();
             let mut row = Vec::with_capacity(stride);
             for &byte in &representatives {
+                work += set.len() + firsts.len();
                 let mut next = Vec::new();
                 let mut matched = false;
                 for &at in set.iter().chain(&firsts) {
@@ -200,6 +215,9 @@ pub(super) struct Positions {
     pub(super) ends: Vec<Option<u32>>,
     pub(super) firsts: Vec<u32>,
     pub(super) longest: usize,
+    /// More than [`limits::POSITIONS`] keyword bytes: the rest were left
+    /// out, and no automaton is built.
+    pub(super) too_many: bool,
 }
 
 impl Positions {
@@ -214,11 +232,16 @@ impl Positions {
             ends: Vec::new(),
             firsts: Vec::new(),
             longest: 0,
+            too_many: false,
         };
         for (keyword, case_sensitive, tag) in keywords {
             let bytes = &keyword.as_bytes()[..keyword.len().min(cut)];
             if bytes.is_empty() {
                 continue;
+            }
+            if positions.accepts.len() + bytes.len() > limits::POSITIONS {
+                positions.too_many = true;
+                break;
             }
             positions.longest = positions.longest.max(bytes.len());
             positions.firsts.push(state_id(positions.accepts.len()));

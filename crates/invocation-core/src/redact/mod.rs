@@ -157,7 +157,10 @@
 //! without keywords is scanned for in every text. Keywords are ASCII
 //! case-insensitive unless `case_sensitive_keywords = true`: set it when
 //! the regex matches the keywords in one case only, so that text holding
-//! them in another case is not searched. Prefer `(?-u:\b)` to `\b`
+//! them in another case is not searched. Thousands of keywords (tens of
+//! thousands of keyword bytes) are more than the keyword automata are
+//! built for: every text is then tried with every rule, slower, with the
+//! same result. Prefer `(?-u:\b)` to `\b`
 //! and `(?i-u:...)` to `(?i)`: ASCII word boundaries keep a regex a DFA on
 //! non-ASCII text.
 //!

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use super::filter::{MAX_STATES, Positions, parts, state_id};
+use super::filter::{Positions, limits, parts, state_id};
 
 /// See the module docs.
 #[derive(Debug, Clone)]
@@ -48,6 +48,15 @@ impl KeywordScanner {
     pub(super) fn new<'k>(keywords: impl IntoIterator<Item = (&'k str, bool, u32)>) -> Self {
         let keywords: Vec<(&str, bool, u32)> = keywords.into_iter().collect();
         let positions = Positions::new(keywords.iter().copied(), usize::MAX);
+        let everything = || {
+            let mut tags: Vec<u32> = keywords.iter().map(|&(_, _, tag)| tag).collect();
+            tags.sort_unstable();
+            tags.dedup();
+            Self::everything(tags)
+        };
+        if positions.too_many {
+            return everything();
+        }
         let (classes, representatives) = positions.classes();
         let stride = representatives.len();
 
@@ -55,16 +64,15 @@ impl KeywordScanner {
         let mut ids: HashMap<Set, u32> = HashMap::from([(start.clone(), 0)]);
         let mut sets: Vec<Set> = vec![start];
         let mut rows: Vec<Vec<u32>> = Vec::new();
+        let mut work = 0_usize;
         while rows.len() < sets.len() {
-            if sets.len() > MAX_STATES {
-                let mut tags: Vec<u32> = keywords.iter().map(|&(_, _, tag)| tag).collect();
-                tags.sort_unstable();
-                tags.dedup();
-                return Self::everything(tags);
+            if sets.len() * stride > limits::TABLE || work > limits::WORK {
+                return everything();
             }
             let (active, _) = sets[rows.len()].clone();
             let mut row = Vec::with_capacity(stride);
             for &byte in &representatives {
+                work += active.len() + positions.firsts.len();
                 let mut next = (Vec::new(), Vec::new());
                 for &at in active.iter().chain(&positions.firsts) {
                     let at = at as usize;

@@ -593,3 +593,34 @@ proptest::proptest! {
         proptest::prop_assert!(redactor.may_hold_secrets(&json), "{}", json);
     }
 }
+
+#[test]
+fn thousands_of_keywords_give_the_same_result_without_the_automata() {
+    // Far past what the keyword automata build (see `filter::limits`):
+    // every text is then tried with every rule, and finds the same.
+    let mut rng = fastrand::Rng::with_seed(7);
+    for count in [2_000, 40_000] {
+        let mut keywords: Vec<String> = (0..count)
+            .map(|_| (0..12).map(|_| rng.alphanumeric()).collect())
+            .collect();
+        keywords.push("acme_".into());
+        let rule = RuleSpec {
+            name: "acme".into(),
+            regex: r"acme_([0-9]{6})".into(),
+            secret_group: None,
+            keywords,
+            case_sensitive_keywords: false,
+            description: None,
+        };
+        let redactor = Redactor::new(&[rule], Vec::<String>::new()).unwrap();
+        assert_eq!(
+            redactor.redact("id acme_123456 ok"),
+            "id acme_<redacted:acme> ok"
+        );
+        assert_eq!(redactor.redact("plain text"), "plain text");
+        assert_eq!(
+            redactor.redact("export GITHUB_TOKEN=ghp_0123456789abcdefghijABCDEFGHIJ012345"),
+            "export GITHUB_TOKEN=<redacted:github_token>"
+        );
+    }
+}
