@@ -23,15 +23,15 @@ use std::collections::HashMap;
 pub(super) const MAX_KEYWORD_BYTES: usize = 8;
 
 /// What building a keyword automaton may take. Past any of these (keyword
-/// sets far larger than the built-in one, of a few hundred states, a few
-/// dozen classes and under two million steps), the automaton gives up: the
-/// filter says maybe to every text, the scanner names every rule. Slower,
-/// same result.
+/// sets far larger than the built-in one's: a few hundred states of a few
+/// dozen classes; 500 keywords of 12 random bytes still fit, 1,000 do not
+/// for the scanner, 2,000 not for the filter), the automaton gives up: the filter says maybe to every text, the
+/// scanner names every rule. Slower, same result.
 pub(super) mod limits {
     /// Keyword bytes (each costs 256 bytes while building).
     pub(in super::super) const POSITIONS: usize = 1 << 15;
     /// Transitions: states times classes (4 bytes each).
-    pub(in super::super) const TABLE: usize = 1 << 20;
+    pub(in super::super) const TABLE: usize = 1 << 21;
     /// Keyword bytes looked at while building.
     pub(in super::super) const WORK: usize = 1 << 26;
 }
@@ -69,10 +69,10 @@ impl KeywordFilter {
         }
         let (classes, representatives) = keywords.classes();
         let stride = representatives.len();
+        let starting = keywords.starting(&representatives);
         let Positions {
             accepts,
             ends,
-            firsts,
             longest,
             ..
         } = keywords;
@@ -92,11 +92,11 @@ impl KeywordFilter {
             }
             let set = sets[rows.len()].clone();
             let mut row = Vec::with_capacity(stride);
-            for &byte in &representatives {
-                work += set.len() + firsts.len();
+            for (&byte, starting) in representatives.iter().zip(&starting) {
+                work += set.len() + starting.len();
                 let mut next = Vec::new();
                 let mut matched = false;
-                for &at in set.iter().chain(&firsts) {
+                for &at in set.iter().chain(starting) {
                     let at = at as usize;
                     if accepts[at][usize::from(byte)] {
                         if ends[at].is_some() {
@@ -153,6 +153,12 @@ impl KeywordFilter {
             matched: 0,
             overlap: 0,
         }
+    }
+
+    /// True when building gave up (see [`limits`]).
+    #[cfg(test)]
+    pub(super) fn gave_up(&self) -> bool {
+        self.table.len() == 1
     }
 
     /// False when `text` holds no keyword (prefix); true when it may.
@@ -257,6 +263,21 @@ impl Positions {
             }
         }
         positions
+    }
+
+    /// For each class (given by one of its bytes), the keywords' first
+    /// bytes that accept it: where a step may begin a keyword.
+    pub(super) fn starting(&self, representatives: &[u8]) -> Vec<Vec<u32>> {
+        representatives
+            .iter()
+            .map(|&byte| {
+                self.firsts
+                    .iter()
+                    .copied()
+                    .filter(|&at| self.accepts[at as usize][usize::from(byte)])
+                    .collect()
+            })
+            .collect()
     }
 
     /// Byte to class (bytes every keyword byte treats alike share one), and

@@ -157,10 +157,13 @@
 //! without keywords is scanned for in every text. Keywords are ASCII
 //! case-insensitive unless `case_sensitive_keywords = true`: set it when
 //! the regex matches the keywords in one case only, so that text holding
-//! them in another case is not searched. Thousands of keywords (tens of
-//! thousands of keyword bytes) are more than the keyword automata are
-//! built for: every text is then tried with every rule, slower, with the
-//! same result. Prefer `(?-u:\b)` to `\b`
+//! them in another case is not searched. Rules files of a few hundred
+//! keywords keep the keyword automata; from about a thousand (of a dozen
+//! bytes each) they give up, the scanner first, then the filter, and texts
+//! are tried with every rule: slower, with the same result. Keywords are found in ASCII case
+//! forms only, so a regex with Unicode case folding (`(?i)acme_key`
+//! matches `acme_\u{212A}ey`, a Kelvin sign) can match text its keyword is
+//! not found in: use `(?i-u:...)`. Prefer `(?-u:\b)` to `\b`
 //! and `(?i-u:...)` to `(?i)`: ASCII word boundaries keep a regex a DFA on
 //! non-ASCII text.
 //!

@@ -327,8 +327,10 @@ impl Redactor {
     /// False when no rule can find a secret in `text`: it holds no rule's
     /// keyword and matches no rule without keywords. Then no JSON member name
     /// in it [names a secret](Self::names_secret) either (every such name
-    /// holds a keyword of `kv_secret`), so a caller may skip parsing it. One
-    /// scan, nothing allocated.
+    /// holds a keyword of `kv_secret`), so a caller may skip parsing it; a
+    /// text holding a `\u` escape is always true, since an escaped name
+    /// (`"api\u005fkey"`) holds its keyword only once parsed. Allocates
+    /// nothing when false.
     #[must_use]
     pub fn may_hold_secrets(&self, text: &str) -> bool {
         self.keyword_candidates(text).is_some()
@@ -336,6 +338,14 @@ impl Redactor {
                 .unkeyed
                 .as_ref()
                 .is_some_and(|(_, set)| set.is_match(text))
+            || memchr::memmem::find(text.as_bytes(), b"\\u").is_some()
+    }
+
+    /// Whether the keyword filter and scanner gave up being built (too many
+    /// keywords): every text is then tried with every rule.
+    #[cfg(test)]
+    pub(super) fn keyword_automata_gave_up(&self) -> (bool, bool) {
+        (self.filter.gave_up(), self.scanner.gave_up())
     }
 
     /// The rules whose keywords `text` holds (in the case they count in),

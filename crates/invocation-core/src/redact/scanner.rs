@@ -2,7 +2,8 @@
 //! says may hold a keyword: which rules' keywords are there?
 //!
 //! A DFA over the whole keywords (each ASCII case-insensitive or
-//! case-sensitive, as its rule says) walks the text once. A state remembers
+//! case-sensitive, as its rule says) walks the text, a long one in four
+//! overlapping parts side by side (as the filter does). A state remembers
 //! the keywords that have just ended (their tags: rule indices), and the
 //! states where any has are numbered last, so the walk tests one bound per
 //! byte and looks up the tags only there.
@@ -58,6 +59,7 @@ impl KeywordScanner {
             return everything();
         }
         let (classes, representatives) = positions.classes();
+        let starting = positions.starting(&representatives);
         let stride = representatives.len();
 
         let start: Set = (Vec::new(), Vec::new());
@@ -71,10 +73,10 @@ impl KeywordScanner {
             }
             let (active, _) = sets[rows.len()].clone();
             let mut row = Vec::with_capacity(stride);
-            for &byte in &representatives {
-                work += active.len() + positions.firsts.len();
+            for (&byte, starting) in representatives.iter().zip(&starting) {
+                work += active.len() + starting.len();
                 let mut next = (Vec::new(), Vec::new());
-                for &at in active.iter().chain(&positions.firsts) {
+                for &at in active.iter().chain(starting) {
                     let at = at as usize;
                     if positions.accepts[at][usize::from(byte)] {
                         match positions.ends[at] {
@@ -138,6 +140,12 @@ impl KeywordScanner {
             everything: Some(tags.into_boxed_slice()),
             overlap: 0,
         }
+    }
+
+    /// True when building gave up (see [`limits`]).
+    #[cfg(test)]
+    pub(super) const fn gave_up(&self) -> bool {
+        self.everything.is_some()
     }
 
     /// Calls `found` with the tags of the keywords that end at each byte of

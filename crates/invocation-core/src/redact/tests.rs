@@ -596,10 +596,11 @@ proptest::proptest! {
 
 #[test]
 fn thousands_of_keywords_give_the_same_result_without_the_automata() {
-    // Far past what the keyword automata build (see `filter::limits`):
-    // every text is then tried with every rule, and finds the same.
+    // A few hundred keywords build the automata; far more (see
+    // `filter::limits`) and every text is tried with every rule, and finds
+    // the same.
     let mut rng = fastrand::Rng::with_seed(7);
-    for count in [2_000, 40_000] {
+    for (count, gives_up) in [(500, false), (40_000, true)] {
         let mut keywords: Vec<String> = (0..count)
             .map(|_| (0..12).map(|_| rng.alphanumeric()).collect())
             .collect();
@@ -614,6 +615,11 @@ fn thousands_of_keywords_give_the_same_result_without_the_automata() {
         };
         let redactor = Redactor::new(&[rule], Vec::<String>::new()).unwrap();
         assert_eq!(
+            redactor.keyword_automata_gave_up(),
+            (gives_up, gives_up),
+            "{count} keywords"
+        );
+        assert_eq!(
             redactor.redact("id acme_123456 ok"),
             "id acme_<redacted:acme> ok"
         );
@@ -623,4 +629,16 @@ fn thousands_of_keywords_give_the_same_result_without_the_automata() {
             "export GITHUB_TOKEN=<redacted:github_token>"
         );
     }
+}
+
+#[test]
+fn json_with_escapes_may_hold_secrets() {
+    let redactor = Redactor::builtin();
+    for json in [
+        r#"{"api\u005fkey": "hunter2xyz"}"#,
+        r#"{"passw\u006frd": "x9"}"#,
+    ] {
+        assert!(redactor.may_hold_secrets(json), "{json}");
+    }
+    assert!(!redactor.may_hold_secrets(r#"{"order_id": 7, "note": "a\nb"}"#));
 }
