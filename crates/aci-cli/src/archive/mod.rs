@@ -99,23 +99,38 @@ pub(crate) async fn local(
     })))
 }
 
-/// SIGTERM or Ctrl-C, as a watch that turns `true`.
+/// SIGTERM or Ctrl-C, as a watch that turns `true`. The handlers are in
+/// place when this returns (called first thing, before any connection):
+/// a signal while the archiver is still starting (connecting, within the
+/// stores' connect timeouts) stops it cleanly once it has started, with
+/// its summary, instead of killing it.
 fn stop_signal() -> watch::Receiver<bool> {
     let (tx, rx) = watch::channel(false);
-    tokio::spawn(async move {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{SignalKind, signal};
-            if let Ok(mut term) = signal(SignalKind::terminate()) {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let term = signal(SignalKind::terminate()).ok();
+        let interrupt = signal(SignalKind::interrupt()).ok();
+        tokio::spawn(async move {
+            match (term, interrupt) {
+                (Some(mut term), Some(mut interrupt)) => {
+                    tokio::select! {
+                        _ = term.recv() => {}
+                        _ = interrupt.recv() => {}
+                    }
                 }
-            } else {
-                let _ = tokio::signal::ctrl_c().await;
+                (Some(mut one), None) | (None, Some(mut one)) => {
+                    one.recv().await;
+                }
+                (None, None) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
             }
-        }
-        #[cfg(not(unix))]
+            let _ = tx.send(true);
+        });
+    }
+    #[cfg(not(unix))]
+    tokio::spawn(async move {
         let _ = tokio::signal::ctrl_c().await;
         let _ = tx.send(true);
     });
@@ -173,6 +188,7 @@ pub(crate) async fn run(
     once: bool,
     metrics_listen: Option<&str>,
 ) -> Result<ExitCode, CliError> {
+    let stop = stop_signal();
     let config = load_config(args)?;
     let settings = settings(&config)?;
     let spec = StoreSpec::parse(
@@ -238,7 +254,6 @@ pub(crate) async fn run(
             housekeeper: worker == 0,
         });
     }
-    let stop = stop_signal();
     let totals =
         futures::future::join_all(pumps.iter().map(|pump| pump.run(stop.clone(), once))).await;
     let mut total = store_archive::Step::default();
