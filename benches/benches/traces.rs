@@ -8,9 +8,13 @@
 //! `/proc/<pid>/task/*/schedstat`), read once the receiver holds every span
 //! of the calls so far (so the export of a row's calls is in its figure);
 //! the ratio is on over off, the median over
-//! `ACI_BENCH_ROUNDS` rounds (default 9, the two rows in a rotated order) of
-//! `ACI_BENCH_CALLS` calls each (default 3,000, after 300 warm-up calls), at
-//! 4 concurrent calls over one keep-alive HTTP/1.1 connection per worker.
+//! `ACI_BENCH_ROUNDS` rounds (default 9) of `ACI_BENCH_CALLS` calls to each
+//! replica (default 3,000, after 300 warm-up calls), at 4 concurrent calls
+//! per replica over one keep-alive HTTP/1.1 connection per worker. The two
+//! replicas take a round's calls side by side, over the same interval: on a
+//! machine whose speed drifts within seconds, rows measured one after the
+//! other differed by ±15 % between rounds, rows measured together move
+//! together.
 //! The last line is machine-readable (`cpu_ratio_on_off=…`).
 //!
 //! Needs `ACI_BIN` (the release `aci` binary; the xtask sets it). Loopback
@@ -243,30 +247,45 @@ async fn exported(received: &Received, spans: u64) {
         .expect("the traced replica's spans never all arrived");
 }
 
-/// CPU microseconds per call of `replica` over `count` calls of a fresh run;
-/// with `export`, the receiver's count of spans so far and the spans that
-/// make its figure include every span of these calls.
-async fn measure(
-    replica: &Replica,
+/// CPU microseconds per call of each replica (off, on) over `count` calls
+/// of a fresh run each, made side by side: both replicas take their calls
+/// over the same interval, so a slow spell of the machine falls on both.
+/// The figures include every span of these calls: CPU is read once the
+/// receiver holds them all (`expected`, the spans so far).
+async fn side_by_side(
+    rows: &[(&str, Replica); 2],
     tag: &str,
     count: usize,
-    export: Option<(&Received, &mut u64)>,
-) -> f64 {
-    let pid = replica.child.id().expect("the replica runs");
-    calls(replica.addr, &format!("run-warm-{tag}"), WARM_UP).await;
-    let mut export = export;
-    if let Some((received, expected)) = &mut export {
-        **expected += WARM_UP as u64 * SPANS_PER_CALL;
-        exported(received, **expected).await;
-    }
-    let before = cpu_ns(pid);
-    calls(replica.addr, &format!("run-{tag}"), count).await;
-    if let Some((received, expected)) = &mut export {
-        **expected += count as u64 * SPANS_PER_CALL;
-        exported(received, **expected).await;
-    }
-    let spent = cpu_ns(pid) - before;
-    spent as f64 / 1_000.0 / count as f64
+    received: &Received,
+    expected: &mut u64,
+) -> [f64; 2] {
+    let pids = rows
+        .each_ref()
+        .map(|(_, replica)| replica.child.id().expect("the replica runs"));
+    let [(off_tag, off), (on_tag, on)] = rows;
+    let runs = [
+        format!("run-warm-{off_tag}-{tag}"),
+        format!("run-warm-{on_tag}-{tag}"),
+    ];
+    tokio::join!(
+        calls(off.addr, &runs[0], WARM_UP),
+        calls(on.addr, &runs[1], WARM_UP),
+    );
+    *expected += WARM_UP as u64 * SPANS_PER_CALL;
+    exported(received, *expected).await;
+    let before = pids.map(cpu_ns);
+    let runs = [
+        format!("run-{off_tag}-{tag}"),
+        format!("run-{on_tag}-{tag}"),
+    ];
+    tokio::join!(
+        calls(off.addr, &runs[0], count),
+        calls(on.addr, &runs[1], count),
+    );
+    *expected += count as u64 * SPANS_PER_CALL;
+    exported(received, *expected).await;
+    let after = pids.map(cpu_ns);
+    [0, 1].map(|row| (after[row] - before[row]) as f64 / 1_000.0 / count as f64)
 }
 
 #[tokio::main(flavor = "multi_thread")]
@@ -299,13 +318,14 @@ async fn main() {
     // Spans the traced replica has exported so far (when all have arrived).
     let mut expected = 0;
     for round in 0..rounds {
-        let mut figures = [0.0; 2];
-        for row in aci_bench::rotated(rows.len(), round) {
-            let (tag, replica) = &rows[row];
-            let export = (*tag == "on").then_some((&*received, &mut expected));
-            figures[row] =
-                measure(replica, &format!("{tag}-{round}"), calls_per_round, export).await;
-        }
+        let figures = side_by_side(
+            &rows,
+            &round.to_string(),
+            calls_per_round,
+            &received,
+            &mut expected,
+        )
+        .await;
         println!(
             "round {round}: off {:.1} us/call, on {:.1} us/call",
             figures[0], figures[1]
@@ -331,8 +351,9 @@ async fn main() {
         aci_bench::median(per_row[1].clone()),
         received.bytes.load(Ordering::Relaxed) / 1024
     );
+    let overall = per_row[1].iter().sum::<f64>() / per_row[0].iter().sum::<f64>();
     println!(
-        "tracing on / off, CPU per call: {ratio:.3} [{low:.3}, {high:.3}] (goal: at most 1.05)"
+        "tracing on / off, CPU per call: {ratio:.3} [{low:.3}, {high:.3}] (goal: at most 1.05); every round's CPU together: {overall:.3}"
     );
     println!("cpu_ratio_on_off={ratio:.3}");
 }
