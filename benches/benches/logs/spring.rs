@@ -304,6 +304,15 @@ pub(super) fn run(mib: u64) -> Vec<String> {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     if repeat > 0 {
+        let started = Instant::now();
+        for _ in 0..repeat * 50 {
+            spring.query_blocking(&window_query).unwrap();
+        }
+        println!(
+            "  {} more window scans (the source alone): {:.2?} each",
+            repeat * 50,
+            started.elapsed() / (repeat * 50)
+        );
         let source = source(topic(dir.path(), "app.log", LogFormat::SpringBoot, None))
             .with_seek_threshold(u64::MAX);
         let started = Instant::now();

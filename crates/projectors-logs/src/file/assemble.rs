@@ -125,7 +125,7 @@ impl Assembler {
                 open.append(&parser.joined_text(line, kind), true, matcher);
             }
             LineKind::Other => {
-                open.append(&String::from_utf8_lossy(line), true, matcher);
+                open.append(&super::lossy(line), true, matcher);
                 open.tail.partial = false;
             }
         }

@@ -155,7 +155,7 @@ impl LineParser {
         match &self.format {
             LineFormat::Json(keys) => self.json(line, keys),
             LineFormat::Logfmt(keys) => self.logfmt(line, keys),
-            LineFormat::Syslog => syslog(&String::from_utf8_lossy(line), &self.time, reference),
+            LineFormat::Syslog => syslog(&super::lossy(line), &self.time, reference),
         }
     }
 
@@ -218,7 +218,7 @@ impl LineParser {
     }
 
     fn logfmt(&self, line: &[u8], keys: &Keys) -> Option<RawLogEvent> {
-        let text = String::from_utf8_lossy(line);
+        let text = super::lossy(line);
         let mut pairs = parse_logfmt(&text)?;
         let time_key = keys.time.iter().find(|k| pairs.contains_key(k.as_str()))?;
         let timestamp = self.time.parse_text(&pairs.remove(time_key.as_str())?)?;

@@ -57,6 +57,16 @@ use assemble::{Assembler, Pushed};
 use formats::{Keys, LineFormat, LineParser};
 use pattern::EventParser;
 use scan::{Cancel, Reader, Settings};
+
+/// `bytes` as text, invalid UTF-8 replaced (`String::from_utf8_lossy`),
+/// validated with `std::str::from_utf8` first: on valid text (nearly every
+/// log line) that is several times faster than the lossy decoder's walk.
+pub(crate) fn lossy(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => std::borrow::Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(bytes),
+    }
+}
 use time::{Layout, TimeRule, Zone, parse_layout, parse_zone};
 
 /// One topic, compiled.

@@ -214,6 +214,86 @@ pub(crate) struct EventParser {
     /// a head line's time read without its captures (for the lines matched
     /// on their bytes: a preset's, a custom pattern's ASCII ones).
     time_first: Option<TimeFirst>,
+    /// The bytes a line the pattern matches can begin with, when the
+    /// pattern is anchored at the line's start: most continuation lines (a
+    /// stack trace's `\tat ...`) are told apart by their first byte alone.
+    first: Option<FirstBytes>,
+}
+
+/// A set of bytes: those a match of an anchored pattern can begin with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FirstBytes([u64; 4]);
+
+impl FirstBytes {
+    /// The bytes a match of `pattern` (compiled as the `regex` crate's byte
+    /// regexes are, with Unicode classes or not) can begin with; `None`
+    /// when a match may begin anywhere in a line (no `^` or `\A` in front,
+    /// or `(?m)`), may be empty, or the pattern does not compile.
+    ///
+    /// Read from the pattern's Thompson NFA: the bytes of every transition
+    /// reachable from its anchored start without consuming a byte.
+    /// Look-around assertions on the way are taken as satisfied, so the set
+    /// holds at least every byte a match can begin with.
+    fn of(pattern: &str, unicode: bool) -> Option<Self> {
+        use regex_automata::nfa::thompson::{Compiler, Config, State, WhichCaptures};
+        let nfa = Compiler::new()
+            .syntax(syntax::Config::new().unicode(unicode).utf8(false))
+            .configure(
+                Config::new()
+                    .nfa_size_limit(Some(PATTERN_SIZE_LIMIT))
+                    .which_captures(WhichCaptures::None),
+            )
+            .build(pattern)
+            .ok()?;
+        if !nfa.is_always_start_anchored() {
+            return None;
+        }
+        let mut set = [0_u64; 4];
+        let mut add = |from: u8, to: u8| {
+            for b in from..=to {
+                set[usize::from(b >> 6)] |= 1 << (b & 63);
+            }
+        };
+        let mut seen = vec![false; nfa.states().len()];
+        let mut stack = vec![nfa.start_anchored()];
+        while let Some(id) = stack.pop() {
+            if std::mem::replace(&mut seen[id.as_usize()], true) {
+                continue;
+            }
+            match nfa.state(id) {
+                State::ByteRange { trans } => add(trans.start, trans.end),
+                State::Sparse(sparse) => {
+                    for trans in sparse.transitions.iter() {
+                        add(trans.start, trans.end);
+                    }
+                }
+                State::Dense(dense) => {
+                    for (byte, next) in (0..=u8::MAX).zip(dense.transitions.iter()) {
+                        if *next != regex_automata::util::primitives::StateID::ZERO {
+                            add(byte, byte);
+                        }
+                    }
+                }
+                State::Look { next, .. } | State::Capture { next, .. } => stack.push(*next),
+                State::Union { alternates } => stack.extend(alternates.iter().copied()),
+                State::BinaryUnion { alt1, alt2 } => stack.extend([*alt1, *alt2]),
+                State::Fail => {}
+                // An empty match: any line.
+                State::Match { .. } => return None,
+            }
+        }
+        Some(Self(set))
+    }
+
+    const fn union(self, other: Self) -> Self {
+        let [a, b, c, d] = self.0;
+        let [e, f, g, h] = other.0;
+        Self([a | e, b | f, c | g, d | h])
+    }
+
+    const fn contains(&self, byte: u8) -> bool {
+        self.0[(byte >> 6) as usize] & (1 << (byte & 63)) != 0
+    }
 }
 
 /// A pattern of the shape `^(?P<timestamp>T)R`, split in two so that a head
@@ -354,6 +434,11 @@ impl EventParser {
         let time_first = (raw || ascii.is_some())
             .then(|| TimeFirst::new(pattern))
             .flatten();
+        // For both regexes a line may be matched with.
+        let first = match (FirstBytes::of(pattern, !raw), &ascii) {
+            (Some(set), Some(_)) => FirstBytes::of(pattern, false).map(|ascii| set.union(ascii)),
+            (set, _) => set,
+        };
         let group = |name: &str| regex.capture_names().position(|n| n == Some(name));
         let timestamp = group("timestamp").ok_or("pattern has no named group `timestamp`")?;
         let message = group("message").ok_or("pattern has no named group `message`")?;
@@ -389,6 +474,7 @@ impl EventParser {
             raw,
             ascii,
             time_first,
+            first,
         })
     }
 
@@ -403,7 +489,7 @@ impl EventParser {
         {
             return (ascii, Cow::Borrowed(line));
         }
-        let text = match String::from_utf8_lossy(line) {
+        let text = match super::lossy(line) {
             Cow::Borrowed(text) => Cow::Borrowed(text.as_bytes()),
             Cow::Owned(text) => Cow::Owned(text.into_bytes()),
         };
@@ -425,6 +511,11 @@ impl EventParser {
             return LineKind::Blank;
         }
         let (regex, text) = self.subject(line);
+        if let (Some(first), Some(&byte)) = (&self.first, text.first())
+            && !first.contains(byte)
+        {
+            return LineKind::Other;
+        }
         if self.join == Join::None {
             return if regex.is_match(&text) {
                 LineKind::Head {
@@ -544,7 +635,7 @@ impl EventParser {
             LineKind::Head { .. } => Some(self.message),
         };
         let Some(group) = from else {
-            return String::from_utf8_lossy(line);
+            return super::lossy(line);
         };
         let (regex, text) = self.subject(line);
         let mut locs = regex.capture_locations();
@@ -552,7 +643,7 @@ impl EventParser {
             .captures_read(&mut locs, &text)
             .and_then(|_| locs.get(group));
         let Some((start, end)) = span else {
-            return String::from_utf8_lossy(line);
+            return super::lossy(line);
         };
         let end = if matches!(kind, LineKind::Secondary { .. }) {
             text.len()
@@ -560,8 +651,8 @@ impl EventParser {
             end
         };
         match text {
-            Cow::Borrowed(t) => String::from_utf8_lossy(&t[start..end]),
-            Cow::Owned(t) => Cow::Owned(String::from_utf8_lossy(&t[start..end]).into_owned()),
+            Cow::Borrowed(t) => super::lossy(&t[start..end]),
+            Cow::Owned(t) => Cow::Owned(super::lossy(&t[start..end]).into_owned()),
         }
     }
 
@@ -572,7 +663,7 @@ impl EventParser {
         let mut locs = regex.capture_locations();
         regex.captures_read(&mut locs, &text)?;
         let (start, end) = locs.get(self.timestamp)?;
-        let timestamp = self.time(&String::from_utf8_lossy(&text[start..end]), reference)?;
+        let timestamp = self.time(&super::lossy(&text[start..end]), reference)?;
         Some(Head {
             text,
             locs,
@@ -590,7 +681,7 @@ impl EventParser {
             return None;
         }
         let text = split.timestamp(line)?;
-        self.time(&String::from_utf8_lossy(text), reference)
+        self.time(&super::lossy(text), reference)
     }
 
     fn time(&self, text: &str, reference: Timestamp) -> Option<Timestamp> {
@@ -631,7 +722,7 @@ impl Head<'_, '_> {
     fn group(&self, index: usize) -> Option<Cow<'_, str>> {
         self.locs
             .get(index)
-            .map(|(s, e)| String::from_utf8_lossy(&self.text[s..e]))
+            .map(|(s, e)| super::lossy(&self.text[s..e]))
     }
 
     /// The `message` group (empty when it did not take part in the match).
@@ -1064,6 +1155,54 @@ mod tests {
             if let Some(quick) = parser.quick_time(line.as_bytes(), reference) {
                 let captured = parser.head(line.as_bytes(), reference).map(|h| h.timestamp);
                 proptest::prop_assert_eq!(Some(quick), captured, "{} on {:?}", pattern, line);
+            }
+        }
+    }
+
+    /// The first-byte sets: what they hold, and when there is none.
+    #[test]
+    fn first_bytes_of_anchored_patterns() {
+        let set = |pattern: &str| FirstBytes::of(pattern, true);
+        let spring = EventParser::preset(preset("spring_boot").unwrap(), utc());
+        let first = spring.first.unwrap();
+        assert!((b'0'..=b'9').all(|b| first.contains(b)));
+        assert!(!first.contains(b'\t') && !first.contains(b'C') && !first.contains(b'.'));
+        for preset in &PRESETS {
+            let parser = EventParser::preset(preset, utc());
+            assert!(parser.first.is_some(), "{} starts anchored", preset.name);
+        }
+        // Optional parts in front add their bytes; look-arounds pass.
+        let optional = set(r"^(?:x )?\b\d+ (?P<message>.*)").unwrap();
+        assert!(optional.contains(b'x') && optional.contains(b'7') && !optional.contains(b' '));
+        // A non-ASCII first character: its UTF-8 lead bytes.
+        let accented = set("^é(?P<message>.*)").unwrap();
+        assert!(accented.contains(0xC3) && !accented.contains(b'e'));
+        // Unanchored, anchored per line, or possibly empty: none.
+        assert!(set(r"(?P<timestamp>\d+) (?P<message>.*)").is_none());
+        assert!(set(r"(?m)^(?P<timestamp>\d+) (?P<message>.*)").is_none());
+        assert!(set(r"^(?P<message>.*)").is_none());
+        assert!(set(r"^x|y").is_none());
+    }
+
+    proptest::proptest! {
+        /// A line whose first byte is not in the set is one the pattern
+        /// does not match: the set never turns a head into a continuation.
+        #[test]
+        fn first_bytes_never_refuse_a_head(
+            line in "[0-9a-z \t:\\-é\\[\\]]{1,12}",
+            pattern in proptest::sample::select(vec![
+                r"^(?P<timestamp>\d+) (?P<message>.*)$",
+                r"^\s*(?:\[(?P<thread>[^\]]*)\] )?(?P<timestamp>\d+)(?P<message>.*)$",
+                r"\A(?:é|[a-c]:)?(?P<timestamp>\S+)\b(?P<message>.*)",
+                r"^(?i:t)?-?(?P<timestamp>\w+) (?P<message>.*)",
+                r"^[a-f][0-9]* (?P<timestamp>\d*)(?P<message>.*)",
+            ]),
+        ) {
+            let parser = EventParser::custom(pattern, TimeRule::default()).unwrap();
+            let first = parser.first.unwrap();
+            let (regex, text) = parser.subject(line.as_bytes());
+            if regex.is_match(&text) {
+                proptest::prop_assert!(first.contains(text[0]), "{} on {:?}", pattern, line);
             }
         }
     }

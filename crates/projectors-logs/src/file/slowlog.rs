@@ -76,7 +76,7 @@ impl SlowLogParser {
 
     /// Feeds one line (without its line ending); returns the entry it ended.
     pub(crate) fn line(&mut self, line: &[u8]) -> Option<Finished> {
-        let text = String::from_utf8_lossy(line);
+        let text = super::lossy(line);
         let text = text.trim_end();
         if let Some(header) = text.strip_prefix('#') {
             let finished = if self.in_statement {

@@ -186,7 +186,7 @@ impl Run<'_, '_> {
             return None;
         }
         let search = self.search;
-        let continuation = String::from_utf8_lossy(&chunk[head_end..end]);
+        let continuation = crate::file::lossy(&chunk[head_end..end]);
         if !search.matcher.all_in(&continuation, &[]) {
             return None;
         }
