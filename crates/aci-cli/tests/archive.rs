@@ -359,13 +359,18 @@ async fn archivers_under_64_concurrent_calls(count: usize) {
     let mut archivers: Vec<_> = (0..count)
         .map(|_| {
             aci_command(&["archive", "--config", env.config()])
+                .env("RUST_LOG", "warn")
                 .stdout(Stdio::piped())
-                .stderr(Stdio::null())
+                .stderr(Stdio::piped())
                 .kill_on_drop(true)
                 .spawn()
                 .unwrap()
         })
         .collect();
+    // Each one started (connected, reading) before anything counts on it.
+    for archiver in &mut archivers {
+        started(archiver).await;
+    }
     let runs: Vec<RunId> = (0..4).map(|_| fresh_run_id()).collect();
     let tasks: Vec<_> = finalized_batch(&runs, 64)
         .into_iter()
@@ -401,6 +406,24 @@ async fn archivers_under_64_concurrent_calls(count: usize) {
     }
     assert_eq!(archived, 64, "each call inserted by exactly one archiver");
     assert_exactly_once(&env, &runs, 64).await;
+}
+
+/// Waits for `archiver`'s line saying it has started, then drains the rest
+/// of its stderr.
+async fn started(archiver: &mut tokio::process::Child) {
+    use tokio::io::AsyncBufReadExt as _;
+    let mut lines = tokio::io::BufReader::new(archiver.stderr.take().unwrap()).lines();
+    tokio::time::timeout(HANG_GUARD, async {
+        loop {
+            let line = lines.next_line().await.unwrap().expect("the started line");
+            if line.starts_with("aci: archiving with ") {
+                return;
+            }
+        }
+    })
+    .await
+    .expect("the archiver says it has started");
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
 }
 
 /// The RFC 8410 example Ed25519 key.

@@ -254,6 +254,14 @@ pub(crate) async fn run(
             housekeeper: worker == 0,
         });
     }
+    if !once {
+        // Connected and about to read: what a supervisor (or a test) waits
+        // for before it counts on this archiver.
+        eprintln!(
+            "aci: archiving with {} workers (SIGTERM or Ctrl-C drains and stops)",
+            pumps.len()
+        );
+    }
     let totals =
         futures::future::join_all(pumps.iter().map(|pump| pump.run(stop.clone(), once))).await;
     let mut total = store_archive::Step::default();
