@@ -8,13 +8,16 @@
 //! `/proc/<pid>/task/*/schedstat`), read once the receiver holds every span
 //! of the calls so far (so the export of a row's calls is in its figure);
 //! the ratio is on over off, the median over
-//! `ACI_BENCH_ROUNDS` rounds (default 9) of `ACI_BENCH_CALLS` calls to each
-//! replica (default 3,000, after 300 warm-up calls), at 4 concurrent calls
+//! `ACI_BENCH_ROUNDS` rounds (default 20) of `ACI_BENCH_CALLS` calls to each
+//! replica (default 1,500, after 300 warm-up calls), at 4 concurrent calls
 //! per replica over one keep-alive HTTP/1.1 connection per worker. The two
 //! replicas take a round's calls side by side, over the same interval: on a
 //! machine whose speed drifts within seconds, rows measured one after the
 //! other differed by ±15 % between rounds, rows measured together move
-//! together.
+//! together. Each round has two fresh replicas, started in turn first: two
+//! processes of one binary differ by a few % in CPU per call for their whole
+//! life (an A/A run, both untraced, kept for a whole run: 0.975; fresh each
+//! round: 1.012, all rounds together 1.000).
 //! The last line is machine-readable (`cpu_ratio_on_off=…`).
 //!
 //! Needs `ACI_BIN` (the release `aci` binary; the xtask sets it). Loopback
@@ -35,8 +38,8 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::process::{Child, Command};
 
-const DEFAULT_CALLS: usize = 3_000;
-const DEFAULT_ROUNDS: usize = 9;
+const DEFAULT_CALLS: usize = 1_500;
+const DEFAULT_ROUNDS: usize = 20;
 /// Spans of one READY `query_logs` call: `tools/call`, `execute_tool` and
 /// its three phases.
 const SPANS_PER_CALL: u64 = 5;
@@ -306,10 +309,6 @@ async fn main() {
         format!("[telemetry]\notlp_endpoint = \"{endpoint}\"\nsample_ratio = 1.0\n"),
     )
     .unwrap();
-    let rows = [
-        ("off", replica(&bin, &off_config).await),
-        ("on", replica(&bin, &on_config).await),
-    ];
     println!(
         "traces: {rounds} rounds of {calls_per_round} query_logs calls, {WORKERS} concurrent, per replica"
     );
@@ -317,7 +316,19 @@ async fn main() {
     let mut ratios = Vec::new();
     // Spans the traced replica has exported so far (when all have arrived).
     let mut expected = 0;
+    let mut dropped = 0;
     for round in 0..rounds {
+        // Fresh replicas each round, started in turn first: two processes
+        // of the same binary differ by a few % in CPU per call (an A/A run
+        // of two untraced replicas kept for the whole run gave 0.975).
+        let (off, on) = if round % 2 == 0 {
+            let off = replica(&bin, &off_config).await;
+            (off, replica(&bin, &on_config).await)
+        } else {
+            let on = replica(&bin, &on_config).await;
+            (replica(&bin, &off_config).await, on)
+        };
+        let rows = [("off", off), ("on", on)];
         let figures = side_by_side(
             &rows,
             &round.to_string(),
@@ -326,6 +337,8 @@ async fn main() {
             &mut expected,
         )
         .await;
+        // A dropped span would make tracing look cheaper than it is.
+        dropped += dropped_spans(&rows[1].1).await;
         println!(
             "round {round}: off {:.1} us/call, on {:.1} us/call",
             figures[0], figures[1]
@@ -341,9 +354,7 @@ async fn main() {
         expected,
         "the receiver got spans of no call"
     );
-    // A dropped span would make tracing look cheaper than it is.
-    let dropped = dropped_spans(&rows[1].1).await;
-    println!("spans dropped by the traced replica: {dropped}");
+    println!("spans dropped by the traced replicas: {dropped}");
     let (ratio, low, high) = aci_bench::spread(&ratios);
     println!(
         "CPU per call (median): off {:.1} us, on {:.1} us; the receiver took {requests} exports, {} KiB",
