@@ -250,6 +250,29 @@ async fn exported(received: &Received, spans: u64) {
         .expect("the traced replica's spans never all arrived");
 }
 
+/// Both replicas take `count` calls of a fresh run each (named by `tag`),
+/// side by side; returns once the receiver holds all their spans
+/// (`expected`, the spans so far, counts these calls' in).
+async fn both(
+    rows: &[(&str, Replica); 2],
+    tag: &str,
+    count: usize,
+    received: &Received,
+    expected: &mut u64,
+) {
+    let [(off_tag, off), (on_tag, on)] = rows;
+    let runs = [
+        format!("run-{off_tag}-{tag}"),
+        format!("run-{on_tag}-{tag}"),
+    ];
+    tokio::join!(
+        calls(off.addr, &runs[0], count),
+        calls(on.addr, &runs[1], count),
+    );
+    *expected += count as u64 * SPANS_PER_CALL;
+    exported(received, *expected).await;
+}
+
 /// CPU microseconds per call of each replica (off, on) over `count` calls
 /// of a fresh run each, made side by side: both replicas take their calls
 /// over the same interval, so a slow spell of the machine falls on both.
@@ -265,28 +288,9 @@ async fn side_by_side(
     let pids = rows
         .each_ref()
         .map(|(_, replica)| replica.child.id().expect("the replica runs"));
-    let [(off_tag, off), (on_tag, on)] = rows;
-    let runs = [
-        format!("run-warm-{off_tag}-{tag}"),
-        format!("run-warm-{on_tag}-{tag}"),
-    ];
-    tokio::join!(
-        calls(off.addr, &runs[0], WARM_UP),
-        calls(on.addr, &runs[1], WARM_UP),
-    );
-    *expected += WARM_UP as u64 * SPANS_PER_CALL;
-    exported(received, *expected).await;
+    both(rows, &format!("warm-{tag}"), WARM_UP, received, expected).await;
     let before = pids.map(cpu_ns);
-    let runs = [
-        format!("run-{off_tag}-{tag}"),
-        format!("run-{on_tag}-{tag}"),
-    ];
-    tokio::join!(
-        calls(off.addr, &runs[0], count),
-        calls(on.addr, &runs[1], count),
-    );
-    *expected += count as u64 * SPANS_PER_CALL;
-    exported(received, *expected).await;
+    both(rows, tag, count, received, expected).await;
     let after = pids.map(cpu_ns);
     [0, 1].map(|row| (after[row] - before[row]) as f64 / 1_000.0 / count as f64)
 }

@@ -57,6 +57,7 @@ use assemble::{Assembler, Pushed};
 use formats::{Keys, LineFormat, LineParser};
 use pattern::EventParser;
 use scan::{Cancel, Reader, Settings};
+use time::{Layout, TimeRule, Zone, parse_layout, parse_zone};
 
 /// `bytes` as text, invalid UTF-8 replaced (`String::from_utf8_lossy`),
 /// validated with `std::str::from_utf8` first: on valid text (nearly every
@@ -67,7 +68,6 @@ pub(crate) fn lossy(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
         Err(_) => String::from_utf8_lossy(bytes),
     }
 }
-use time::{Layout, TimeRule, Zone, parse_layout, parse_zone};
 
 /// One topic, compiled.
 #[derive(Debug)]

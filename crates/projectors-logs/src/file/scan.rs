@@ -625,18 +625,31 @@ impl Search<'_> {
             skip_first: false,
             ..window
         };
-        let half = |search: &Search<'_>,
-                    parser: Seekable<'_>,
-                    window: Window|
-         -> Result<(bool, Collector, ScanStats), ScanError> {
+        // Each half on its own copies of the reader and the matcher: a
+        // regex's caches are pooled, and every thread but the first one that
+        // used the regex takes them through a lock, twice per match (a fifth
+        // of a window's time with many hits; the halves' threads are new on
+        // every call, and the server's calls run on any thread). A copy is
+        // used by its thread alone, its caches filled anew.
+        let half = |window: Window| -> Result<(bool, Collector, ScanStats), ScanError> {
+            let reader = self.reader.clone();
+            let matcher = self.matcher.clone();
+            let search = Search {
+                reader: &reader,
+                matcher: &matcher,
+                ..*self
+            };
+            // A clone is the same kind of reader, so it is seekable as
+            // `parser` is; the fallback only keeps this total.
+            let parser = reader.seekable().unwrap_or(parser);
             let mut collected = Collector::new(self.settings.max_raw_events);
             let mut local = ScanStats::default();
-            let mut reader = ReadAt {
+            let mut source = ReadAt {
                 file: handle,
                 pos: window.base,
             };
             let ordered = search.read_window(
-                &mut reader,
+                &mut source,
                 parser,
                 window,
                 &mut collected,
@@ -645,26 +658,9 @@ impl Search<'_> {
             )?;
             Ok((ordered, collected, local))
         };
-        // Each half on its own copies of the reader and the matcher: a
-        // regex's caches are pooled, and every thread but the first one that
-        // used the regex takes them through a lock, twice per match (a fifth
-        // of a window's time with many hits; the halves' threads are new on
-        // every call, and the server's calls run on any thread). A copy is
-        // used by its thread alone, its caches filled anew.
-        let own = |window: Window| {
-            let reader = self.reader.clone();
-            let matcher = self.matcher.clone();
-            let search = Search {
-                reader: &reader,
-                matcher: &matcher,
-                ..*self
-            };
-            let parser = reader.seekable().unwrap_or(parser);
-            half(&search, parser, window)
-        };
         let (early, late) = std::thread::scope(|scope| {
-            let late = scope.spawn(|| own(second));
-            let early = own(first);
+            let late = scope.spawn(|| half(second));
+            let early = half(first);
             (early, late.join())
         });
         let (early_ordered, mut collected, early_stats) = early?;
