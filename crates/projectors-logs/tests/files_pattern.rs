@@ -189,6 +189,74 @@ fn stack_traces_are_searched_and_the_window_is_found_by_seeking() {
     }
 }
 
+/// A word in a head outside its message (the thread, the logger) does not
+/// match; in the message or on a continuation line it does. The events found
+/// (the most recent kept, the rest counted) are those that reading every
+/// event with `parse_text` and searching each message finds.
+#[test]
+fn only_messages_and_their_continuations_are_searched() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = String::new();
+    let events = 3_000_i64;
+    let first = NOW_MILLIS - events * 1_000;
+    for i in 0..events {
+        let (thread, logger, message, continuation) = match i % 6 {
+            0 => ("timeout-pool-1", "c.e.Orders", "GET /api/orders 200", ""),
+            1 => ("main", "c.e.TimeoutWatcher", "watching", ""),
+            2 => ("main", "c.e.Orders", "read TIMEOUT after 30s", ""),
+            3 => (
+                "main",
+                "c.e.Orders",
+                "call failed",
+                "java.net.SocketTimeoutException: Read timed out\n\tat c.e.Orders.call(Orders.java:9)\n",
+            ),
+            4 => ("timeout", "c.e.Timeout", "", ""),
+            _ => ("main", "c.e.Orders", "retries: Timeouts=3", ""),
+        };
+        text.push_str(&format!(
+            "{} ERROR 4242 --- [{thread}] {logger:<40} : {message} #{i}\n{continuation}",
+            iso(first + i * 1_000)
+        ));
+    }
+    std::fs::write(dir.path().join("app.log"), &text).unwrap();
+    let section = topic(dir.path(), &["app.log"], LogFormat::SpringBoot);
+    let seeking = FileLogSource::new(&LogsConfig {
+        topics: [(LogTopic::Application, section.clone())]
+            .into_iter()
+            .collect(),
+        max_raw_events: Some(7),
+    })
+    .unwrap()
+    .with_seek_threshold(0);
+    let reading = seeking.clone().with_seek_threshold(u64::MAX);
+    let everything = parse_text(
+        &section,
+        text.as_bytes(),
+        Timestamp::from_unix_millis(NOW_MILLIS),
+    )
+    .unwrap()
+    .events;
+    for minutes in [10, 100] {
+        let q = last("timeout", minutes);
+        let mut expected: Vec<String> = everything
+            .iter()
+            .filter(|e| q.start <= e.timestamp && e.timestamp <= q.end)
+            .filter(|e| e.message.to_lowercase().contains("timeout"))
+            .map(|e| e.message.clone())
+            .collect();
+        let count = expected.len() as u64;
+        expected.drain(..expected.len().saturating_sub(7));
+        expected.sort();
+        assert!(count > 7, "{minutes}: {count}");
+        for source in [&seeking, &reading] {
+            let (mut found, found_count, stats) = run(source, &q);
+            found.sort();
+            assert_eq!((&found, found_count), (&expected, count), "{minutes}");
+            assert_eq!(stats.unparsed, 0);
+        }
+    }
+}
+
 /// A located window of several MiB is read as two halves split at an event
 /// start: the same as one sequential read.
 #[test]

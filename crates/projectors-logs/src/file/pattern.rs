@@ -214,6 +214,10 @@ pub(crate) struct EventParser {
     /// a head line's time read without its captures (for the lines matched
     /// on their bytes: a preset's, a custom pattern's ASCII ones).
     time_first: Option<TimeFirst>,
+    /// The pattern before a last `(?P<message>.*)$` ([`message_at`]), for
+    /// the same lines: whether a line is a head, told where its message
+    /// starts instead of at its end.
+    before_message: Option<meta::Regex>,
     /// The bytes a line the pattern matches can begin with, when the
     /// pattern is anchored at the line's start: most continuation lines (a
     /// stack trace's `\tat ...`) are told apart by their first byte alone.
@@ -302,17 +306,42 @@ impl FirstBytes {
 /// matching in the pattern's order of preference that lets the whole
 /// pattern match), so when `R` matches anchored where the preferred match of
 /// `T` at the line's start ends, that match is the group's text.
+///
+/// When `R` is `P(?P<message>.*)$` (every preset's shape), `P` alone is
+/// matched instead of `R`: `.*$` matches whatever is left of a line, so `R`
+/// matches where `P` does, and the whole pattern's match takes `P`'s
+/// preferred match there; the message starts where that ends.
 #[derive(Debug, Clone)]
 struct TimeFirst {
     time: meta::Regex,
-    rest: meta::Regex,
+    rest: Rest,
+}
+
+/// What follows the `timestamp` group in a [`TimeFirst`].
+#[derive(Debug, Clone)]
+enum Rest {
+    /// `R`, the whole rest.
+    Whole(meta::Regex),
+    /// `P`, the rest before a last `(?P<message>.*)$`.
+    BeforeMessage(meta::Regex),
+}
+
+/// Where [`TimeFirst::split`] found a head line's time and message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Split {
+    /// The `timestamp` group is the line's bytes before this.
+    time_end: usize,
+    /// The `message` group is the line's bytes from this on, when the
+    /// pattern ends with it.
+    message_start: Option<usize>,
 }
 
 impl TimeFirst {
     /// The split of `pattern` (compiled without Unicode classes, as the
     /// byte-matched regexes are), or `None` when it does not start with `^`
-    /// (or `\A`) and the `timestamp` group.
-    fn new(pattern: &str) -> Option<Self> {
+    /// (or `\A`) and the `timestamp` group. `message_at`: where the pattern's
+    /// last `(?P<message>.*)$` starts ([`message_at`]).
+    fn new(pattern: &str, message_at: Option<usize>) -> Option<Self> {
         use regex_syntax::ast::{AssertionKind, Ast, GroupKind, parse::Parser};
         let ast = Parser::new().parse(pattern).ok()?;
         let Ast::Concat(concat) = &ast else {
@@ -336,30 +365,132 @@ impl TimeFirst {
         let inner = group.ast.span();
         let time = pattern.get(inner.start.offset..inner.end.offset)?;
         let rest = pattern.get(group.span.end.offset..concat.span.end.offset)?;
-        let build = |part: &str| {
-            meta::Builder::new()
-                .configure(
-                    meta::Config::new()
-                        .nfa_size_limit(Some(PATTERN_SIZE_LIMIT))
-                        .utf8_empty(false),
-                )
-                .syntax(syntax::Config::new().unicode(false).utf8(false))
-                .build(part)
-                .ok()
+        let before_message = message_at
+            .filter(|&at| at >= group.span.end.offset)
+            .and_then(|at| pattern.get(group.span.end.offset..at));
+        let build = |part: &str| compile_on_bytes(part).ok();
+        let rest = match before_message {
+            Some(before) => Rest::BeforeMessage(build(before)?),
+            None => Rest::Whole(build(rest)?),
         };
         Some(Self {
             time: build(time)?,
-            rest: build(rest)?,
+            rest,
         })
     }
 
-    /// The `timestamp` group's bytes in `line`, when the pattern matches it
-    /// and the split can tell them.
-    fn timestamp<'l>(&self, line: &'l [u8]) -> Option<&'l [u8]> {
+    /// Where `line`'s time ends and its message starts, when the pattern
+    /// matches it and the split can tell.
+    fn split(&self, line: &[u8]) -> Option<Split> {
         let time = self.time.find(Input::new(line).anchored(Anchored::Yes))?;
         let rest = Input::new(line).range(time.end()..).anchored(Anchored::Yes);
-        self.rest.is_match(rest).then(|| &line[..time.end()])
+        let message_start = match &self.rest {
+            Rest::Whole(regex) => {
+                if !regex.is_match(rest) {
+                    return None;
+                }
+                None
+            }
+            Rest::BeforeMessage(regex) => Some(regex.find(rest)?.end()),
+        };
+        Some(Split {
+            time_end: time.end(),
+            message_start,
+        })
     }
+}
+
+/// `pattern` compiled as the byte-matched regexes are: without Unicode
+/// classes, on bytes.
+fn compile_on_bytes(pattern: &str) -> Result<meta::Regex, Box<meta::BuildError>> {
+    meta::Builder::new()
+        .configure(
+            meta::Config::new()
+                .nfa_size_limit(Some(PATTERN_SIZE_LIMIT))
+                .utf8_empty(false),
+        )
+        .syntax(syntax::Config::new().unicode(false).utf8(false))
+        .build(pattern)
+        .map_err(Box::new)
+}
+
+/// Where `pattern` ends with a `message` group that matches whatever is left
+/// of a line, `(?P<message>.*)$` (or `\z`), the offset in the pattern where
+/// that group starts; `unicode`: as the pattern is compiled. Then a line
+/// matches the pattern exactly when it matches what comes before the group
+/// (lines hold no `\n`), and the group is the rest of the line from where
+/// that match ends.
+///
+/// Read from the pattern's syntax tree (for the offset) and from its
+/// meaning (flags change what `.` matches: with `R` it misses `\r`).
+fn message_at(pattern: &str, unicode: bool) -> Option<usize> {
+    use regex_syntax::ast::{self, Ast, GroupKind, RepetitionKind, parse::Parser};
+    use regex_syntax::hir::{Class, HirKind};
+    let ast = Parser::new().parse(pattern).ok()?;
+    let Ast::Concat(concat) = &ast else {
+        return None;
+    };
+    let [.., Ast::Group(group), Ast::Assertion(end)] = concat.asts.as_slice() else {
+        return None;
+    };
+    if !matches!(
+        end.kind,
+        ast::AssertionKind::EndLine | ast::AssertionKind::EndText
+    ) {
+        return None;
+    }
+    let GroupKind::CaptureName { name, .. } = &group.kind else {
+        return None;
+    };
+    let Ast::Repetition(repeat) = group.ast.as_ref() else {
+        return None;
+    };
+    if name.name != "message"
+        || !matches!(repeat.op.kind, RepetitionKind::ZeroOrMore)
+        || !matches!(repeat.ast.as_ref(), Ast::Dot(_))
+    {
+        return None;
+    }
+    // What `.` means there: every byte (or character) but `\n` at least.
+    let hir = regex_syntax::ParserBuilder::new()
+        .unicode(unicode)
+        .utf8(false)
+        .build()
+        .parse(pattern)
+        .ok()?;
+    let HirKind::Concat(parts) = hir.kind() else {
+        return None;
+    };
+    let [.., capture, _] = parts.as_slice() else {
+        return None;
+    };
+    let HirKind::Capture(capture) = capture.kind() else {
+        return None;
+    };
+    let HirKind::Repetition(repeat) = capture.sub.kind() else {
+        return None;
+    };
+    let misses_only_newline = match repeat.sub.kind() {
+        HirKind::Class(Class::Bytes(class)) => {
+            let mut missed = class.clone();
+            missed.negate();
+            missed
+                .ranges()
+                .iter()
+                .all(|r| r.start() == b'\n' && r.end() == b'\n')
+        }
+        HirKind::Class(Class::Unicode(class)) => {
+            let mut missed = class.clone();
+            missed.negate();
+            missed
+                .ranges()
+                .iter()
+                .all(|r| r.start() == '\n' && r.end() == '\n')
+        }
+        _ => false,
+    };
+    (repeat.min == 0 && repeat.max.is_none() && misses_only_newline)
+        .then_some(group.span.start.offset)
 }
 
 impl PartialEq for EventParser {
@@ -431,9 +562,14 @@ impl EventParser {
                     .ok()
             })
             .flatten();
-        let time_first = (raw || ascii.is_some())
-            .then(|| TimeFirst::new(pattern))
+        let on_bytes = raw || ascii.is_some();
+        let message_at = on_bytes.then(|| message_at(pattern, false)).flatten();
+        let time_first = on_bytes
+            .then(|| TimeFirst::new(pattern, message_at))
             .flatten();
+        let before_message = message_at
+            .and_then(|at| pattern.get(..at))
+            .and_then(|before| compile_on_bytes(before).ok());
         // For both regexes a line may be matched with.
         let first = match (FirstBytes::of(pattern, !raw), &ascii) {
             (Some(set), Some(_)) => FirstBytes::of(pattern, false).map(|ascii| set.union(ascii)),
@@ -474,6 +610,7 @@ impl EventParser {
             raw,
             ascii,
             time_first,
+            before_message,
             first,
         })
     }
@@ -517,7 +654,11 @@ impl EventParser {
             return LineKind::Other;
         }
         if self.join == Join::None {
-            return if regex.is_match(&text) {
+            let head = match &self.before_message {
+                Some(before) if self.raw || line.is_ascii() => before.is_match(line),
+                _ => regex.is_match(&text),
+            };
+            return if head {
                 LineKind::Head {
                     key: 0,
                     partial: false,
@@ -680,8 +821,32 @@ impl EventParser {
         if !self.raw && !line.is_ascii() {
             return None;
         }
-        let text = split.timestamp(line)?;
-        self.time(&super::lossy(text), reference)
+        let time_end = split.split(line)?.time_end;
+        self.time(&super::lossy(&line[..time_end]), reference)
+    }
+
+    /// The time and the message of head line `line` read without its
+    /// captures, when the pattern allows it ([`TimeFirst`], ending with its
+    /// `message` group): what [`head`](Self::head) gives, or `None` (then
+    /// ask `head`).
+    pub(crate) fn quick_head<'l>(
+        &self,
+        line: &'l [u8],
+        reference: Timestamp,
+    ) -> Option<(Timestamp, Cow<'l, str>)> {
+        let split = self.time_first.as_ref()?;
+        if !self.raw && !line.is_ascii() {
+            return None;
+        }
+        let Split {
+            time_end,
+            message_start: Some(message_start),
+        } = split.split(line)?
+        else {
+            return None;
+        };
+        let at = self.time(&super::lossy(&line[..time_end]), reference)?;
+        Some((at, super::lossy(&line[message_start..])))
     }
 
     fn time(&self, text: &str, reference: Timestamp) -> Option<Timestamp> {
@@ -921,6 +1086,14 @@ mod tests {
             );
             let head = parser.head(line.as_bytes(), reference).expect(name);
             assert_eq!(head.timestamp, at(time), "{name}");
+            // Every preset that starts with its time is read without
+            // captures too (klog starts with its level, redis with its pid).
+            let quick = parser.quick_head(line.as_bytes(), reference);
+            if matches!(name, "klog" | "redis") {
+                assert_eq!(quick, None);
+            } else {
+                assert_eq!(quick, Some((at(time), Cow::Borrowed(message))), "{name}");
+            }
             let message_text = head.message().into_owned();
             let event = head.into_event(message_text, &Tail::default());
             assert_eq!(event.level, level, "{name}");
@@ -1124,6 +1297,7 @@ mod tests {
             if quick.is_some() {
                 assert_eq!(quick, captured, "{pattern} on {line}");
             }
+            assert_quick_head_agrees(&parser, line);
         }
         // The presets all start with their time.
         let spring = preset("spring_boot").unwrap();
@@ -1135,7 +1309,133 @@ mod tests {
         );
     }
 
+    /// [`EventParser::quick_head`] gives what the captures give, or nothing.
+    fn assert_quick_head_agrees(parser: &EventParser, line: &str) -> bool {
+        let reference = at("2026-12-01T15:00:00Z");
+        let Some((time, message)) = parser.quick_head(line.as_bytes(), reference) else {
+            return false;
+        };
+        let head = parser.head(line.as_bytes(), reference);
+        let captured = head
+            .as_ref()
+            .map(|h| (h.timestamp, h.message().into_owned()));
+        assert_eq!(
+            Some((time, message.into_owned())),
+            captured,
+            "{} on {line:?}",
+            parser.regex.as_str()
+        );
+        true
+    }
+
+    /// The message is read without captures only when the pattern ends with
+    /// `(?P<message>.*)$`, and then it is the captured one.
+    #[test]
+    fn quick_head_reads_a_last_message_group() {
+        let epoch = || TimeRule {
+            layout: Layout::EpochSeconds,
+            zone: utc(),
+        };
+        // (pattern, line, whether it is read without captures)
+        let cases = [
+            (
+                r"^(?P<timestamp>\d+) (?P<message>.*)$",
+                "1796137200 ok",
+                true,
+            ),
+            (
+                r"^(?P<timestamp>\d+) (?P<message>.*)\z",
+                "1796137200 ok",
+                true,
+            ),
+            (r"^(?P<timestamp>\d+) (?P<message>.*)$", "1796137200 ", true),
+            // An optional space: taken when it is there, as the captures do.
+            (
+                r"^(?P<timestamp>\d+) : ?(?P<message>.*)$",
+                "1796137200 :  two",
+                true,
+            ),
+            (
+                r"^(?P<timestamp>\d+)(?: \w+)*? (?P<message>.*)$",
+                "1796137200 a b c",
+                true,
+            ),
+            (
+                r"^(?P<timestamp>\d+)(?: \w+)* (?P<message>.*)$",
+                "1796137200 a b c",
+                true,
+            ),
+            // Not a last `.*` group before the end: no message split.
+            (
+                r"^(?P<timestamp>\d+) (?P<message>.*)",
+                "1796137200 ok",
+                false,
+            ),
+            (
+                r"^(?P<timestamp>\d+) (?P<message>.+)$",
+                "1796137200 ok",
+                false,
+            ),
+            (
+                r"^(?P<timestamp>\d+) (?P<message>x.*)$",
+                "1796137200 xy",
+                false,
+            ),
+            (
+                r"^(?P<timestamp>\d+) (?P<message>.*) !$",
+                "1796137200 a !",
+                false,
+            ),
+            (
+                r"^(?P<timestamp>\d+) (?P<message>.*)(?P<level>)$",
+                "1796137200 ok",
+                false,
+            ),
+            // The rest does not match: nothing.
+            (
+                r"^(?P<timestamp>\d+) x(?P<message>.*)$",
+                "1796137200 ok",
+                false,
+            ),
+            // A non-ASCII line of a custom pattern is matched as text.
+            (
+                r"^(?P<timestamp>\d+) (?P<message>.*)$",
+                "1796137200 é",
+                false,
+            ),
+        ];
+        for (pattern, line, read) in cases {
+            let parser = EventParser::custom(pattern, epoch()).unwrap();
+            assert_eq!(
+                assert_quick_head_agrees(&parser, line),
+                read,
+                "{pattern} on {line}"
+            );
+        }
+    }
+
     proptest::proptest! {
+        /// Whatever the line, the time and message read without captures
+        /// are the captured ones, or there are none.
+        #[test]
+        fn quick_head_never_differs(
+            line in "[0-9 x:]{0,14}",
+            pattern in proptest::sample::select(vec![
+                r"^(?P<timestamp>\d+|\d+ \d+) (?P<message>.*)$",
+                r"^(?P<timestamp>\d{1,3}(?: \d)?)(?: \d)? ?(?P<message>.*)$",
+                r"^(?P<timestamp>\d*?)\d+ (?P<message>.*)$",
+                r"^(?P<timestamp>(?:\d )*\d)(?: \d)+?(?: x)?(?P<message>.*)$",
+                r"^(?P<timestamp>\d+)(?::\d*)??(?: |:)*(?P<message>.*)$",
+                r"^(?P<timestamp>\d+)\b\s*(?:x+|x )?(?P<message>.*)$",
+            ]),
+        ) {
+            let parser = EventParser::custom(pattern, TimeRule {
+                layout: Layout::EpochSeconds,
+                zone: utc(),
+            }).unwrap();
+            assert_quick_head_agrees(&parser, &line);
+        }
+
         /// Whatever the line, the quick time is the captured time or none.
         #[test]
         fn quick_time_never_differs(
@@ -1204,6 +1504,62 @@ mod tests {
             if regex.is_match(&text) {
                 proptest::prop_assert!(first.contains(text[0]), "{} on {:?}", pattern, line);
             }
+        }
+    }
+
+    /// Whether a line is a head, told from the pattern before its last
+    /// `(?P<message>.*)$`, is what the whole pattern says; a pattern whose
+    /// `.` misses more than `\n` (the `R` flag) is not split.
+    #[test]
+    fn heads_are_told_before_the_message() {
+        let split = |pattern: &str| {
+            EventParser::custom(pattern, TimeRule::default())
+                .unwrap()
+                .before_message
+                .is_some()
+        };
+        assert!(split(r"^(?P<timestamp>\S+) (?P<message>.*)$"));
+        assert!(split(r"(?P<timestamp>\S+) (?P<message>.*)\z"));
+        assert!(split(r"(?s)^(?P<timestamp>\S+) (?P<message>.*)$"));
+        assert!(split(r"(?m)^(?P<timestamp>\S+) (?P<message>.*)$"));
+        assert!(!split(r"(?R)^(?P<timestamp>\S+) (?P<message>.*)$"));
+        assert!(!split(r"^(?P<timestamp>\S+) (?P<message>.*)"));
+        assert!(!split(r"^(?P<timestamp>\S+) (?P<message>.+)$"));
+        assert!(!split(r"^(?P<timestamp>\S+) (?P<message>[^x]*)$"));
+        assert!(!split(r"^(?P<timestamp>\S+) (?P<message>.*) x$"));
+        for preset in &PRESETS {
+            let parser = EventParser::preset(preset, utc());
+            assert!(parser.before_message.is_some(), "{}", preset.name);
+        }
+        // A line with `\r` inside, which `.` with `R` does not match.
+        let crlf = EventParser::custom(
+            r"(?R)^(?P<timestamp>\S+) (?P<message>.*)$",
+            TimeRule::default(),
+        )
+        .unwrap();
+        assert_eq!(crlf.kind(b"1 a\rb"), LineKind::Other);
+    }
+
+    proptest::proptest! {
+        /// Whatever the line, the kind told before the message is the one
+        /// the whole pattern gives.
+        #[test]
+        fn heads_told_before_the_message_are_the_patterns(
+            line in "[0-9a-z \t:\r\\-é\\[\\]]{0,14}",
+            pattern in proptest::sample::select(vec![
+                r"^(?P<timestamp>\d+) (?P<message>.*)$",
+                r"^\s*(?:\[(?P<thread>[^\]]*)\] )?(?P<timestamp>\d+)(?P<message>.*)$",
+                r"(?:e|[a-c]:)?(?P<timestamp>\S+)\b(?P<message>.*)$",
+                r"^(?i:t)?-?(?P<timestamp>\w+) : ?(?P<message>.*)\z",
+                r"^[a-f][0-9]* (?P<timestamp>\d*)\b(?P<message>.*)$",
+            ]),
+        ) {
+            let parser = EventParser::custom(pattern, TimeRule::default()).unwrap();
+            proptest::prop_assert!(parser.before_message.is_some());
+            let (regex, text) = parser.subject(line.as_bytes());
+            let whole = !line.is_empty() && regex.is_match(&text);
+            let told = matches!(parser.kind(line.as_bytes()), LineKind::Head { .. });
+            proptest::prop_assert_eq!(told, whole, "{} on {:?}", pattern, line);
         }
     }
 

@@ -336,27 +336,50 @@ impl Run<'_, '_> {
         }
         let search = self.search;
         // An event whose continuation holds every word matches whatever its
-        // head's message: only the head's time is needed now, and the rest
-        // of the head only if the event is still kept at the end (most of a
+        // head's message: only the head's time is needed now. Otherwise the
+        // head's time and message, read without captures where the pattern
+        // allows it, tell whether it matches. Either way the rest of the
+        // head is read only if the event is still kept at the end (most of a
         // large window's matches are displaced by later ones).
-        let quick = search
-            .matcher
-            .all_in(&event.tail.text, &event.found)
-            .then(|| self.parser.quick_time(&event.head, search.query.end))
-            .flatten();
+        let end = search.query.end;
+        let quick = if search.matcher.all_in(&event.tail.text, &event.found) {
+            self.parser
+                .quick_time(&event.head, end)
+                .map(|at| (at, true))
+        } else {
+            self.parser
+                .quick_head(&event.head, end)
+                .map(|(at, message)| {
+                    let matched = if event.tail.text.is_empty() {
+                        search.matcher.matches_with(&message, &event.found)
+                    } else {
+                        search
+                            .matcher
+                            .matches_with(&event.tail.message(&message), &event.found)
+                    };
+                    (at, matched)
+                })
+        };
         let (at, head) = match quick {
-            Some(at) => (at, None),
-            None => match self.parser.head(&event.head, search.query.end) {
-                Some(head) => (head.timestamp, Some(head)),
+            Some((at, matched)) => {
+                if !self.admit(event.start, at) || !matched {
+                    return;
+                }
+                (at, None)
+            }
+            None => match self.parser.head(&event.head, end) {
+                Some(head) => {
+                    if !self.admit(event.start, head.timestamp) {
+                        return;
+                    }
+                    (head.timestamp, Some(head))
+                }
                 None => {
                     stats.unparsed += 1;
                     return;
                 }
             },
         };
-        if !self.admit(event.start, at) {
-            return;
-        }
         let file = self.file;
         match head {
             Some(head) => {
