@@ -111,15 +111,14 @@ impl Archiver {
         if entries.is_empty() {
             return Ok(step);
         }
-        // The records and their runs' states, read concurrently: the
-        // store's multiplexed connection pipelines them.
-        let records = futures::future::try_join_all(
-            entries
-                .iter()
-                .map(|entry| self.store.get(&entry.key, RecordFields::All)),
-        )
-        .await
-        .map_err(ArchiveError::store)?;
+        // The records in one batch (a pipeline on Redis), then their runs'
+        // states, read concurrently.
+        let keys: Vec<_> = entries.iter().map(|entry| entry.key.clone()).collect();
+        let records = self
+            .store
+            .get_many(&keys, RecordFields::All)
+            .await
+            .map_err(ArchiveError::store)?;
         let run_ids: Vec<&RunId> = {
             let mut ids: Vec<&RunId> = entries.iter().map(|e| &e.key.run_id).collect();
             ids.sort_unstable();
@@ -142,7 +141,7 @@ impl Archiver {
                 continue;
             }
             inputs.push(ArchiveInput {
-                call: ArchivedCall::from_record(&record, self.raw, &self.redactor)?,
+                call: ArchivedCall::from_record(record, self.raw, &self.redactor)?,
                 run: runs.get(&entry.key.run_id).cloned().flatten(),
             });
         }

@@ -113,12 +113,13 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 impl ArchivedCall {
-    /// The archived form of a final record read with all its fields.
+    /// The archived form of a final record read with all its fields (its
+    /// payloads are moved, not copied).
     ///
     /// # Errors
     /// [`ArchiveError::NotFinal`] for a `PROJECTING` record.
     pub fn from_record(
-        record: &InvocationRecord,
+        record: InvocationRecord,
         raw: RawPolicy,
         redactor: &Redactor,
     ) -> Result<Self> {
@@ -137,16 +138,20 @@ impl ArchivedCall {
             .map(|text| hex(&Sha256::digest(text.as_bytes())));
         let kept_raw = match raw {
             RawPolicy::None => None,
-            RawPolicy::Full => record.raw_json.clone(),
-            RawPolicy::Redacted => record
-                .raw_json
-                .as_deref()
-                .map(|text| redactor.redact(text).into_owned()),
+            RawPolicy::Full => record.raw_json,
+            RawPolicy::Redacted => record.raw_json.map(|text| {
+                match redactor.redact(&text) {
+                    std::borrow::Cow::Owned(redacted) => Some(redacted),
+                    // Nothing to replace: the text itself, not a copy.
+                    std::borrow::Cow::Borrowed(_) => None,
+                }
+                .unwrap_or(text)
+            }),
         };
         Ok(Self {
             run_id: record.key.run_id.as_str().to_owned(),
             tool_call_id: record.key.tool_call_id.as_str().to_owned(),
-            tool_name: record.tool_name.clone(),
+            tool_name: record.tool_name,
             status: record.status.as_str().to_owned(),
             evidence_status: record.evidence_status.map(|s| s.as_str().to_owned()),
             error_code: record.error_code.map(|c| c.as_str().to_owned()),
@@ -159,9 +164,9 @@ impl ArchivedCall {
                 .as_ref()
                 .map(|id| id.as_str().to_owned()),
             redactions: invocation_core::fingerprint::canonical_json(&Value::Object(redactions)),
-            request: record.request_json.clone(),
-            scope: record.scope_json.clone(),
-            result: record.agent_result_json.clone(),
+            request: record.request_json,
+            scope: record.scope_json,
+            result: record.agent_result_json,
             raw: kept_raw,
             raw_sha256,
             raw_mode: raw.as_str().to_owned(),
@@ -283,11 +288,86 @@ impl ArchivedCall {
     /// `SHA-256(0x00 || canonical JSON)`.
     #[must_use]
     pub fn leaf_hash(&self) -> Hash {
-        let canonical = invocation_core::fingerprint::canonical_json(&self.to_json());
         let mut hasher = Sha256::new();
         hasher.update([0_u8]);
-        hasher.update(canonical.as_bytes());
+        hasher.update(self.canonical());
         hasher.finalize().into()
+    }
+
+    /// The canonical JSON of [`to_json`](Self::to_json), written field by
+    /// field in key order: what `canonical_json(&self.to_json())` is,
+    /// without copying every payload into a JSON value first (a test keeps
+    /// the two equal).
+    fn canonical(&self) -> Vec<u8> {
+        enum Field<'a> {
+            Text(&'a str),
+            MaybeText(Option<&'a str>),
+            Number(i64),
+            MaybeNumber(Option<i64>),
+            MaybeBool(Option<bool>),
+        }
+        use Field::{MaybeBool, MaybeNumber, MaybeText, Number, Text};
+        // Sorted by key, as the canonical form sorts them.
+        let fields: [(&str, Field<'_>); 22] = [
+            ("created_at_ms", Number(self.created_at_ms)),
+            ("error_code", MaybeText(self.error_code.as_deref())),
+            (
+                "evidence_status",
+                MaybeText(self.evidence_status.as_deref()),
+            ),
+            ("finished_at_ms", Number(self.finished_at_ms)),
+            ("raw", MaybeText(self.raw.as_deref())),
+            ("raw_bytes", MaybeNumber(self.raw_bytes)),
+            ("raw_mode", Text(&self.raw_mode)),
+            ("raw_sha256", MaybeText(self.raw_sha256.as_deref())),
+            ("redactions", Text(&self.redactions)),
+            ("replayed_from", MaybeText(self.replayed_from.as_deref())),
+            ("request", MaybeText(self.request.as_deref())),
+            ("request_bytes", Number(self.request_bytes)),
+            ("result", MaybeText(self.result.as_deref())),
+            ("result_bytes", MaybeNumber(self.result_bytes)),
+            ("retryable", MaybeBool(self.retryable)),
+            ("run_id", Text(&self.run_id)),
+            ("scope", MaybeText(self.scope.as_deref())),
+            ("scope_fp", Text(&self.scope_fp)),
+            ("status", Text(&self.status)),
+            ("timings_us", MaybeText(self.timings_us.as_deref())),
+            ("tool_call_id", Text(&self.tool_call_id)),
+            ("tool_name", Text(&self.tool_name)),
+        ];
+        debug_assert!(fields.windows(2).all(|w| w[0].0 < w[1].0));
+        let payloads = [&self.raw, &self.request, &self.result, &self.scope]
+            .iter()
+            .filter_map(|text| text.as_ref().map(String::len))
+            .sum::<usize>();
+        let mut out = Vec::with_capacity(payloads + 1024);
+        // Writing JSON into a `Vec` cannot fail: the results are ignored.
+        let text = |out: &mut Vec<u8>, text: &str| {
+            let _ = serde_json::to_writer(&mut *out, text);
+        };
+        out.push(b'{');
+        for (at, (key, value)) in fields.iter().enumerate() {
+            if at > 0 {
+                out.push(b',');
+            }
+            text(&mut out, key);
+            out.push(b':');
+            match value {
+                Text(value) | MaybeText(Some(value)) => text(&mut out, value),
+                Number(n) | MaybeNumber(Some(n)) => {
+                    use std::io::Write as _;
+                    let _ = write!(out, "{n}");
+                }
+                MaybeBool(Some(flag)) => {
+                    out.extend_from_slice(if *flag { b"true" } else { b"false" })
+                }
+                MaybeText(None) | MaybeNumber(None) | MaybeBool(None) => {
+                    out.extend_from_slice(b"null");
+                }
+            }
+        }
+        out.push(b'}');
+        out
     }
 }
 
@@ -331,6 +411,67 @@ pub fn to_hex(hash: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    fn text() -> impl Strategy<Value = String> {
+        // Quotes, backslashes, control characters and non-ASCII: what the
+        // escaping must agree on.
+        "(\\PC|[\"\\\\\u{0}-\u{1f}\u{7f}é€𝄞])*"
+    }
+
+    fn maybe_text() -> impl Strategy<Value = Option<String>> {
+        proptest::option::of(text())
+    }
+
+    prop_compose! {
+        fn archived_call()(
+            texts in proptest::collection::vec(text(), 7),
+            maybe in proptest::collection::vec(maybe_text(), 8),
+            numbers in proptest::collection::vec(any::<i64>(), 3),
+            maybe_numbers in proptest::collection::vec(proptest::option::of(any::<i64>()), 2),
+            retryable in proptest::option::of(any::<bool>()),
+        ) -> ArchivedCall {
+            ArchivedCall {
+                run_id: texts[0].clone(),
+                tool_call_id: texts[1].clone(),
+                tool_name: texts[2].clone(),
+                status: texts[3].clone(),
+                evidence_status: maybe[0].clone(),
+                error_code: maybe[1].clone(),
+                retryable,
+                scope_fp: texts[4].clone(),
+                created_at_ms: numbers[0],
+                finished_at_ms: numbers[1],
+                replayed_from: maybe[2].clone(),
+                redactions: texts[5].clone(),
+                request: maybe[3].clone(),
+                scope: maybe[4].clone(),
+                result: maybe[5].clone(),
+                raw: maybe[6].clone(),
+                raw_sha256: maybe[7].clone(),
+                raw_mode: texts[6].clone(),
+                request_bytes: numbers[2],
+                raw_bytes: maybe_numbers[0],
+                result_bytes: maybe_numbers[1],
+                timings_us: maybe[0].clone(),
+            }
+        }
+    }
+
+    proptest! {
+        /// The leaf is taken over exactly the canonical JSON of `to_json`
+        /// (what `aci export` writes and `aci verify` recomputes).
+        #[test]
+        fn the_written_canonical_form_is_the_json_values(call in archived_call()) {
+            let expected = invocation_core::fingerprint::canonical_json(&call.to_json());
+            prop_assert_eq!(String::from_utf8(call.canonical()).unwrap(), expected.clone());
+            let mut hasher = Sha256::new();
+            hasher.update([0_u8]);
+            hasher.update(expected.as_bytes());
+            let leaf: Hash = hasher.finalize().into();
+            prop_assert_eq!(call.leaf_hash(), leaf);
+        }
+    }
 
     #[test]
     fn chain_and_leaf_are_domain_separated() {
@@ -384,10 +525,10 @@ mod tests {
             }),
         });
         let redactor = Redactor::builtin();
-        let full = ArchivedCall::from_record(&ready, RawPolicy::Full, &redactor).unwrap();
+        let full = ArchivedCall::from_record(ready.clone(), RawPolicy::Full, &redactor).unwrap();
         assert_eq!(full.to_record().unwrap(), ready);
         // Without the raw response, only the raw is missing.
-        let none = ArchivedCall::from_record(&ready, RawPolicy::None, &redactor).unwrap();
+        let none = ArchivedCall::from_record(ready.clone(), RawPolicy::None, &redactor).unwrap();
         let read = none.to_record().unwrap();
         assert_eq!(read.raw_json, None);
         assert_eq!(read.raw_bytes, ready.raw_bytes);
@@ -403,7 +544,8 @@ mod tests {
             finished_at: Timestamp::from_unix_millis(1_700_000_001_000),
             timings: None,
         });
-        let archived = ArchivedCall::from_record(&failed, RawPolicy::Full, &redactor).unwrap();
+        let archived =
+            ArchivedCall::from_record(failed.clone(), RawPolicy::Full, &redactor).unwrap();
         assert_eq!(archived.to_record().unwrap(), failed);
 
         let mut bad = archived;

@@ -32,7 +32,7 @@ fn final_record(run: &aci_contracts::RunId, id: &str, at_ms: i64) -> InvocationR
 
 fn input(record: &InvocationRecord, raw: RawPolicy) -> ArchiveInput {
     ArchiveInput {
-        call: ArchivedCall::from_record(record, raw, &Redactor::builtin()).unwrap(),
+        call: ArchivedCall::from_record(record.clone(), raw, &Redactor::builtin()).unwrap(),
         run: Some(RunState {
             started_at: record.created_at,
             deadline: None,
@@ -133,7 +133,9 @@ async fn an_error_record_is_archived_and_a_projecting_one_refused() {
     let run = fresh_run_id();
     let clock = ManualClock::at_default_start();
     let mut record = InvocationRecord::from_new(new_invocation(&clock, &run, "e", "tool_a", "e"));
-    assert!(ArchivedCall::from_record(&record, RawPolicy::Full, &Redactor::builtin()).is_err());
+    assert!(
+        ArchivedCall::from_record(record.clone(), RawPolicy::Full, &Redactor::builtin()).is_err()
+    );
     record.apply(Finalization::Error {
         error_code: ErrorCode::ExecutionTimeout,
         retryable: false,
