@@ -76,8 +76,11 @@ pub struct RedisOutbox {
     /// Where the next take starts in the list of streams, so that one busy
     /// stream does not starve the others.
     rotation: Arc<AtomicUsize>,
-    /// The streams found by the last scan, and when.
+    /// The streams found by the last scan, and when it started.
     known: Arc<Mutex<Scanned>>,
+    /// Held while scanning: concurrent takes of one process share a scan
+    /// started after they asked instead of each making its own.
+    scanning: Arc<tokio::sync::Mutex<()>>,
     /// When each stream's pending entries were last reclaimed.
     reclaimed: Arc<Mutex<HashMap<String, Instant>>>,
 }
@@ -99,6 +102,7 @@ impl RedisStore {
             groups: Arc::default(),
             rotation: Arc::default(),
             known: Arc::default(),
+            scanning: Arc::default(),
             reclaimed: Arc::default(),
         }
     }
@@ -381,18 +385,36 @@ impl RedisOutbox {
     /// The streams of the last scan, unless it is older than
     /// [`STREAMS_REFRESH`] or `fresh` asks for a scan now; and whether they
     /// come from a scan made now.
+    ///
+    /// A scan that started after this call was made is one made now: takes
+    /// that want a fresh scan at the same moment (every archiver of a
+    /// process finding the outbox empty) wait for one scan instead of each
+    /// scanning the keyspace. A stream that existed when the call was made
+    /// existed for the whole of such a scan, which `SCAN` returns.
     async fn known_streams(&self, fresh: bool) -> Result<(Vec<String>, bool), StoreError> {
-        if !fresh {
+        let asked = Instant::now();
+        let cached = |fresh: bool| {
             let known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some((at, streams)) = known.as_ref()
-                && at.elapsed() < STREAMS_REFRESH
-            {
-                return Ok((streams.clone(), false));
-            }
+            known.as_ref().and_then(|(started, streams)| {
+                let usable = if fresh {
+                    *started > asked
+                } else {
+                    started.elapsed() < STREAMS_REFRESH
+                };
+                usable.then(|| streams.clone())
+            })
+        };
+        if !fresh && let Some(streams) = cached(false) {
+            return Ok((streams, false));
         }
+        let _scanning = self.scanning.lock().await;
+        if let Some(streams) = cached(true) {
+            return Ok((streams, true));
+        }
+        let started = Instant::now();
         let streams = self.streams().await?;
         *self.known.lock().unwrap_or_else(PoisonError::into_inner) =
-            Some((Instant::now(), streams.clone()));
+            Some((started, streams.clone()));
         Ok((streams, true))
     }
 

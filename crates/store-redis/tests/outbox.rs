@@ -112,3 +112,57 @@ async fn the_outbox_is_off_by_default() {
     assert!(store.outbox().streams().await.unwrap().is_empty());
     assert_eq!(store.outbox().backlog().await.unwrap().pending, 0);
 }
+
+/// Archivers of one process that find the outbox empty at the same moment
+/// share a scan of the keyspace: four concurrent takes make two scans (the
+/// first, and one started after the other three asked), not four; and a
+/// stream written before a take asked is found by the scan it shares.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_empty_takes_share_a_scan() {
+    use store_redis::testing::{Admin, RedisServer};
+    let server = RedisServer::spawn().unwrap();
+    let store = RedisStore::new(
+        RedisConfig::single(server.url())
+            .key_prefix(unique_prefix())
+            .outbox(true),
+    )
+    .unwrap();
+    let outbox = store.outbox();
+    let mut admin = Admin::connect(&server.url()).await.unwrap();
+    let scans = async |admin: &mut Admin| {
+        admin
+            .command_calls()
+            .await
+            .unwrap()
+            .get("scan")
+            .copied()
+            .unwrap_or(0)
+    };
+    // An empty keyspace: one SCAN command is one whole scan.
+    let before = scans(&mut admin).await;
+    let takes = four_takes(&outbox).await;
+    assert!(takes.iter().all(|t| t.as_ref().unwrap().is_empty()));
+    let made = scans(&mut admin).await - before;
+    assert_eq!(made, 2, "four concurrent empty takes made {made} scans");
+
+    // A record finalized now is in a stream the next takes must find, even
+    // though the last scan is younger than the refresh time.
+    let run = fresh_run_id();
+    let new = new_invocation(&SystemClock, &run, "c1", "tool_a", "x");
+    store.create(new.clone()).await.unwrap();
+    store.finalize(&new.key, ready()).await.unwrap();
+    let takes = four_takes(&outbox).await;
+    let taken: Vec<_> = takes.into_iter().flat_map(Result::unwrap).collect();
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0].key, new.key);
+}
+
+/// Four takes at once (polled in turn on this task), as the four archivers
+/// of one `aci archive` make them.
+async fn four_takes(
+    outbox: &store_redis::RedisOutbox,
+) -> Vec<Result<Vec<invocation_core::OutboxEntry>, invocation_core::StoreError>> {
+    let take = |consumer: &'static str| outbox.take(consumer, 10, Duration::from_secs(60));
+    let (a, b, c, d) = tokio::join!(take("c0"), take("c1"), take("c2"), take("c3"));
+    vec![a, b, c, d]
+}
