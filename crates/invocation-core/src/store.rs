@@ -212,6 +212,24 @@ pub trait InvocationStore: Send + Sync + Debug + 'static {
         fields: RecordFields,
     ) -> Result<Option<InvocationRecord>, StoreError>;
 
+    /// Reads several records, as [`get`](Self::get) reads each: the answer
+    /// at `i` is the record of `keys[i]`, `None` when it does not exist or
+    /// has expired. Records of any runs may be mixed.
+    ///
+    /// The default reads them concurrently; a store that can batch reads
+    /// (Redis: pipelines) overrides it.
+    ///
+    /// # Errors
+    /// - [`StoreError::Unavailable`], [`StoreError::Corrupt`]: for the whole
+    ///   batch.
+    async fn get_many(
+        &self,
+        keys: &[InvocationKey],
+        fields: RecordFields,
+    ) -> Result<Vec<Option<InvocationRecord>>, StoreError> {
+        futures::future::try_join_all(keys.iter().map(|key| self.get(key, fields))).await
+    }
+
     /// Lists a run's live records in creation order.
     ///
     /// # Behavior

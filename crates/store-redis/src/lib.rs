@@ -127,7 +127,7 @@ mod tls;
 #[cfg(feature = "testing")]
 pub mod wire;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -625,6 +625,68 @@ impl InvocationStore for RedisStore {
             .arg(codec::field_names(fields));
         let values: Vec<Option<Vec<u8>>> = self.inner.query("get", &cmd).await?;
         codec::decode(key, fields, values)
+    }
+
+    /// One `HMGET` per key, pipelined: on a single node [`LIST_BATCH`] keys
+    /// a round trip; on a cluster, where a pipeline stays in one slot, the
+    /// keys of each run (one slot) together, the runs concurrently.
+    async fn get_many(
+        &self,
+        keys: &[InvocationKey],
+        fields: RecordFields,
+    ) -> Result<Vec<Option<InvocationRecord>>, StoreError> {
+        let inner = &self.inner;
+        let names = codec::field_names(fields);
+        let read = async |batch: &[&InvocationKey]| -> Result<_, StoreError> {
+            let mut pipe = redis::pipe();
+            for key in batch {
+                pipe.cmd("HMGET")
+                    .arg(inner.keys.record(&key.run_id, &key.tool_call_id))
+                    .arg(&names);
+            }
+            let replies: Vec<Vec<Option<Vec<u8>>>> = inner.pipeline("get", &pipe).await?;
+            if replies.len() != batch.len() {
+                return Err(corrupt("get reply"));
+            }
+            batch
+                .iter()
+                .zip(replies)
+                .map(|(key, values)| codec::decode(key, fields, values))
+                .collect::<Result<Vec<_>, _>>()
+        };
+        // The positions of the keys in each pipeline.
+        let groups: Vec<Vec<usize>> = if inner.cluster {
+            let mut by_run: HashMap<&RunId, Vec<usize>> = HashMap::new();
+            for (at, key) in keys.iter().enumerate() {
+                by_run.entry(&key.run_id).or_default().push(at);
+            }
+            by_run
+                .into_values()
+                .flat_map(|at| {
+                    at.chunks(LIST_BATCH)
+                        .map(<[usize]>::to_vec)
+                        .collect::<Vec<_>>()
+                })
+                .collect()
+        } else {
+            (0..keys.len())
+                .collect::<Vec<_>>()
+                .chunks(LIST_BATCH)
+                .map(<[usize]>::to_vec)
+                .collect()
+        };
+        let answers = futures::future::try_join_all(groups.iter().map(|group| {
+            let batch: Vec<&InvocationKey> = group.iter().map(|&at| &keys[at]).collect();
+            async move { read(&batch).await }
+        }))
+        .await?;
+        let mut records: Vec<Option<InvocationRecord>> = vec![None; keys.len()];
+        for (group, answer) in groups.iter().zip(answers) {
+            for (&at, record) in group.iter().zip(answer) {
+                records[at] = record;
+            }
+        }
+        Ok(records)
     }
 
     async fn list(

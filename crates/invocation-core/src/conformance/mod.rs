@@ -126,6 +126,7 @@ macro_rules! store_conformance_tests {
         $crate::store_conformance_tests!(@each $harness;
             create_stores_the_exact_projecting_record,
             metadata_reads_carry_no_payloads,
+            get_many_reads_each_key_in_order,
             duplicate_overwrites_nothing_and_counts_nothing,
             duplicate_of_a_finished_record_is_refused,
             exhausted_budgets_create_and_count_nothing,

@@ -77,6 +77,52 @@ pub async fn create_stores_the_exact_projecting_record(h: &dyn StoreHarness) {
     assert_eq!(record.finished_at, None);
 }
 
+/// `get_many` answers each key as `get` does, in the order asked, over
+/// several runs, with `None` for a key never created, and the same key
+/// asked twice answered twice.
+pub async fn get_many_reads_each_key_in_order(h: &dyn StoreHarness) {
+    let (store, clock) = (h.store(), h.clock());
+    let (first, second) = (fresh_run_id(), fresh_run_id());
+    let mut keys = Vec::new();
+    for (run, id) in [(&first, "a"), (&second, "b"), (&first, "c")] {
+        let new = new_invocation(&*clock, run, id, "tool_a", id);
+        store.create(new.clone()).await.expect("create");
+        keys.push(new.key);
+    }
+    store
+        .finalize(&keys[1], ready(&*clock, "rb"))
+        .await
+        .expect("finalize");
+    let missing = InvocationKey::new(second.clone(), call_id("never"));
+    let asked = vec![
+        keys[2].clone(),
+        missing,
+        keys[1].clone(),
+        keys[0].clone(),
+        keys[1].clone(),
+    ];
+    assert!(
+        store
+            .get_many(&[], RecordFields::All)
+            .await
+            .expect("get_many")
+            .is_empty()
+    );
+    for fields in [RecordFields::Metadata, RecordFields::All] {
+        let many = store.get_many(&asked, fields).await.expect("get_many");
+        assert_eq!(many.len(), asked.len());
+        for (key, got) in asked.iter().zip(&many) {
+            let one = store.get(key, fields).await.expect("get");
+            assert_eq!(got, &one, "{key:?}");
+        }
+        assert!(many[1].is_none());
+        assert_eq!(
+            many[2].as_ref().map(|r| r.status),
+            Some(InvocationStatus::Ready)
+        );
+    }
+}
+
 /// Metadata reads carry no payloads; WithoutRaw carries no raw.
 pub async fn metadata_reads_carry_no_payloads(h: &dyn StoreHarness) {
     let (store, clock) = (h.store(), h.clock());
