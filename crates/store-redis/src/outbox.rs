@@ -13,9 +13,13 @@
 //!   pipelined `XLEN`s to visit only those holding entries (a drained stream
 //!   stays, empty, with its group). The scan's cost grows with every key the
 //!   node holds, so a take reuses the streams of a scan younger than a
-//!   second while they hold entries; an empty take (and every backlog) is
-//!   answered only after a scan made then, so `--once` and the metrics never
-//!   miss a stream that appeared since;
+//!   second while they hold entries, and the lengths of every stream are
+//!   read at most every quarter second: in between, a take reads only the
+//!   lengths of the streams that held entries then (a stream that receives
+//!   its first entries waits at most that long to be seen). An empty take
+//!   (and every backlog) is answered only after a scan and a reading of
+//!   every length made then, so `--once` and the metrics never miss a stream
+//!   that appeared or filled since;
 //! - **take**: per stream, `XGROUP CREATE … 0 MKSTREAM` once (an existing
 //!   group is fine), `XAUTOCLAIM` of entries another consumer left pending
 //!   past the reclaim time (a killed archiver; each stream at most every
@@ -60,6 +64,10 @@ const SCAN_COUNT: u64 = 1000;
 /// everything the node holds.
 const STREAMS_REFRESH: Duration = Duration::from_secs(1);
 
+/// How long the streams found holding entries by a reading of every
+/// stream's length are the only ones a take reads the lengths of.
+const LENGTHS_REFRESH: Duration = Duration::from_millis(250);
+
 /// The longest time between two reclaims of a stream's pending entries
 /// (they become claimable only after the reclaim time anyway).
 const RECLAIM_EVERY_MAX: Duration = Duration::from_secs(5);
@@ -81,6 +89,9 @@ pub struct RedisOutbox {
     /// Held while scanning: concurrent takes of one process share a scan
     /// started after they asked instead of each making its own.
     scanning: Arc<tokio::sync::Mutex<()>>,
+    /// The streams that held entries when every stream's length was last
+    /// read, and when that reading started.
+    filled: Arc<Mutex<Scanned>>,
     /// When each stream's pending entries were last reclaimed.
     reclaimed: Arc<Mutex<HashMap<String, Instant>>>,
 }
@@ -103,6 +114,7 @@ impl RedisStore {
             rotation: Arc::default(),
             known: Arc::default(),
             scanning: Arc::default(),
+            filled: Arc::default(),
             reclaimed: Arc::default(),
         }
     }
@@ -476,9 +488,34 @@ impl RedisOutbox {
     /// lengths: one pipelined `XLEN` per [`LENGTH_BATCH`] streams on a single
     /// node, so that the streams of every slot ever used cost little once
     /// drained (on a cluster, where a pipeline stays in one slot, one `XLEN`
-    /// per stream).
+    /// per stream). Every known stream's length is read after a scan and
+    /// at most every [`LENGTHS_REFRESH`]; in between, only the lengths of
+    /// the streams that held entries at the last such reading.
     async fn busy_streams(&self, fresh: bool) -> Result<(Vec<(String, u64)>, bool), StoreError> {
         let (streams, scanned) = self.known_streams(fresh).await?;
+        if !scanned {
+            let recent = {
+                let filled = self.filled.lock().unwrap_or_else(PoisonError::into_inner);
+                filled
+                    .as_ref()
+                    .filter(|(at, _)| at.elapsed() < LENGTHS_REFRESH)
+                    .map(|(_, streams)| streams.clone())
+            };
+            if let Some(filled) = recent {
+                return Ok((self.lengths(&filled).await?, false));
+            }
+        }
+        let started = Instant::now();
+        let busy = self.lengths(&streams).await?;
+        *self.filled.lock().unwrap_or_else(PoisonError::into_inner) = Some((
+            started,
+            busy.iter().map(|(stream, _)| stream.clone()).collect(),
+        ));
+        Ok((busy, scanned))
+    }
+
+    /// Those of `streams` that hold entries, with their lengths.
+    async fn lengths(&self, streams: &[String]) -> Result<Vec<(String, u64)>, StoreError> {
         let mut busy = Vec::new();
         // A cluster pipeline must stay in one slot: there, one XLEN each.
         let batch_size = if self.inner.cluster { 1 } else { LENGTH_BATCH };
@@ -499,7 +536,7 @@ impl RedisOutbox {
                     .map(|(stream, len)| (stream.clone(), len)),
             );
         }
-        Ok((busy, scanned))
+        Ok(busy)
     }
 }
 
