@@ -75,6 +75,67 @@ const RECLAIM_EVERY_MAX: Duration = Duration::from_secs(5);
 /// The streams a scan found, and when.
 type Scanned = Option<(Instant, Vec<String>)>;
 
+/// The result of the last scan, shared by one process's concurrent callers
+/// (the archivers of one `aci archive` share one outbox).
+///
+/// A scan that started after a call was made is one made now for that call:
+/// callers that want a fresh scan at the same moment (every archiver finding
+/// the outbox empty) wait for one such scan instead of each making its own.
+/// Whatever existed when a call was made existed for the whole of such a
+/// scan, which `SCAN` returns.
+struct SharedScan<T> {
+    /// The last scan's result, and when that scan started.
+    last: Mutex<Option<(Instant, T)>>,
+    /// Held while scanning.
+    scanning: tokio::sync::Mutex<()>,
+}
+
+impl<T> Default for SharedScan<T> {
+    fn default() -> Self {
+        Self {
+            last: Mutex::new(None),
+            scanning: tokio::sync::Mutex::new(()),
+        }
+    }
+}
+
+impl<T: Clone> SharedScan<T> {
+    /// The last scan's result while it is younger than `refresh`, unless
+    /// `fresh`; otherwise that of a scan started after this call was made
+    /// (running `scan` unless another caller's is such a scan). True when
+    /// the result comes from a scan started after this call was made.
+    async fn get<E>(
+        &self,
+        fresh: bool,
+        refresh: Duration,
+        scan: impl Future<Output = Result<T, E>>,
+    ) -> Result<(T, bool), E> {
+        let asked = Instant::now();
+        let cached = |fresh: bool| {
+            let last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+            last.as_ref().and_then(|(started, found)| {
+                let usable = if fresh {
+                    *started > asked
+                } else {
+                    started.elapsed() < refresh
+                };
+                usable.then(|| found.clone())
+            })
+        };
+        if !fresh && let Some(found) = cached(false) {
+            return Ok((found, false));
+        }
+        let _scanning = self.scanning.lock().await;
+        if let Some(found) = cached(true) {
+            return Ok((found, true));
+        }
+        let started = Instant::now();
+        let found = scan.await?;
+        *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some((started, found.clone()));
+        Ok((found, true))
+    }
+}
+
 /// The outbox of a [`RedisStore`]: see the module docs.
 #[derive(Clone)]
 pub struct RedisOutbox {
@@ -84,11 +145,8 @@ pub struct RedisOutbox {
     /// Where the next take starts in the list of streams, so that one busy
     /// stream does not starve the others.
     rotation: Arc<AtomicUsize>,
-    /// The streams found by the last scan, and when it started.
-    known: Arc<Mutex<Scanned>>,
-    /// Held while scanning: concurrent takes of one process share a scan
-    /// started after they asked instead of each making its own.
-    scanning: Arc<tokio::sync::Mutex<()>>,
+    /// The streams found by the last scan.
+    known: Arc<SharedScan<Vec<String>>>,
     /// The streams that held entries when every stream's length was last
     /// read, and when that reading started.
     filled: Arc<Mutex<Scanned>>,
@@ -113,7 +171,6 @@ impl RedisStore {
             groups: Arc::default(),
             rotation: Arc::default(),
             known: Arc::default(),
-            scanning: Arc::default(),
             filled: Arc::default(),
             reclaimed: Arc::default(),
         }
@@ -396,38 +453,10 @@ const LENGTH_BATCH: usize = 256;
 impl RedisOutbox {
     /// The streams of the last scan, unless it is older than
     /// [`STREAMS_REFRESH`] or `fresh` asks for a scan now; and whether they
-    /// come from a scan made now.
-    ///
-    /// A scan that started after this call was made is one made now: takes
-    /// that want a fresh scan at the same moment (every archiver of a
-    /// process finding the outbox empty) wait for one scan instead of each
-    /// scanning the keyspace. A stream that existed when the call was made
-    /// existed for the whole of such a scan, which `SCAN` returns.
+    /// come from a scan made now (one started after this call: see
+    /// [`SharedScan`]).
     async fn known_streams(&self, fresh: bool) -> Result<(Vec<String>, bool), StoreError> {
-        let asked = Instant::now();
-        let cached = |fresh: bool| {
-            let known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
-            known.as_ref().and_then(|(started, streams)| {
-                let usable = if fresh {
-                    *started > asked
-                } else {
-                    started.elapsed() < STREAMS_REFRESH
-                };
-                usable.then(|| streams.clone())
-            })
-        };
-        if !fresh && let Some(streams) = cached(false) {
-            return Ok((streams, false));
-        }
-        let _scanning = self.scanning.lock().await;
-        if let Some(streams) = cached(true) {
-            return Ok((streams, true));
-        }
-        let started = Instant::now();
-        let streams = self.streams().await?;
-        *self.known.lock().unwrap_or_else(PoisonError::into_inner) =
-            Some((started, streams.clone()));
-        Ok((streams, true))
+        self.known.get(fresh, STREAMS_REFRESH, self.streams()).await
     }
 
     /// Whether `stream`'s pending entries are due for a reclaim (and notes
@@ -680,6 +709,56 @@ impl RedisOutbox {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// Four callers asking for a fresh scan while the first one scans: the
+    /// first runs its scan, the second (which asked after that scan
+    /// started) runs one more, the last two share the second's. Each
+    /// caller is polled until it waits, so the order is fixed.
+    #[tokio::test]
+    async fn fresh_asks_share_a_scan_started_after_them() {
+        use std::sync::atomic::AtomicU32;
+        let shared = SharedScan::<u32>::default();
+        let scans = AtomicU32::new(0);
+        let gate = tokio::sync::Semaphore::new(0);
+        let scan = || async {
+            let n = scans.fetch_add(1, Ordering::SeqCst) + 1;
+            gate.acquire().await.unwrap().forget();
+            Ok::<u32, ()>(n)
+        };
+        let refresh = Duration::from_secs(60);
+        let mut first = std::pin::pin!(shared.get(true, refresh, scan()));
+        assert!(futures::poll!(&mut first).is_pending());
+        assert_eq!(scans.load(Ordering::SeqCst), 1, "the first scan runs");
+        let mut later: Vec<_> = (0..3)
+            .map(|_| Box::pin(shared.get(true, refresh, scan())))
+            .collect();
+        for waiting in &mut later {
+            assert!(futures::poll!(waiting).is_pending());
+        }
+        assert_eq!(scans.load(Ordering::SeqCst), 1, "the others wait");
+        gate.add_permits(8);
+        let [a, b, c] = <[_; 3]>::try_from(later).ok().unwrap();
+        let answers = tokio::join!(first, a, b, c);
+        assert_eq!(
+            (answers.0, answers.1, answers.2, answers.3),
+            (Ok((1, true)), Ok((2, true)), Ok((2, true)), Ok((2, true)))
+        );
+        assert_eq!(scans.load(Ordering::SeqCst), 2);
+
+        // A caller that does not need a fresh one takes the last while it
+        // is younger than the refresh time; a fresh ask scans again.
+        assert_eq!(shared.get(false, refresh, scan()).await, Ok((2, false)));
+        assert_eq!(shared.get(true, refresh, scan()).await, Ok((3, true)));
+        assert_eq!(
+            shared.get(false, Duration::ZERO, scan()).await,
+            Ok((4, true)),
+            "an old result is scanned again"
+        );
+        // A failed scan keeps the last result and says so to its caller.
+        let failing = async { Err::<u32, ()>(()) };
+        assert_eq!(shared.get(true, refresh, failing).await, Err(()));
+        assert_eq!(shared.get(false, refresh, scan()).await, Ok((4, false)));
+    }
 
     #[test]
     fn an_entry_id_is_its_time() {
