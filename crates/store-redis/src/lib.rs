@@ -627,7 +627,7 @@ impl InvocationStore for RedisStore {
         codec::decode(key, fields, values)
     }
 
-    /// One `HMGET` per key, pipelined: on a single node [`LIST_BATCH`] keys
+    /// One `HMGET` per key, pipelined: on a single node 256 keys
     /// a round trip; on a cluster, where a pipeline stays in one slot, the
     /// keys of each run (one slot) together, the runs concurrently.
     async fn get_many(
