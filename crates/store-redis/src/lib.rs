@@ -370,6 +370,69 @@ impl Inner {
         .await
     }
 
+    /// The records of `keys`, in order (`None` where absent): one `HMGET`
+    /// per key, pipelined, [`LIST_BATCH`] keys a round trip. On a cluster a
+    /// pipeline stays in one slot, so the keys of each run (one slot) go
+    /// together; the pipelines run concurrently.
+    async fn read_records(
+        &self,
+        operation: &'static str,
+        keys: &[InvocationKey],
+        fields: RecordFields,
+    ) -> Result<Vec<Option<InvocationRecord>>, StoreError> {
+        let names = codec::field_names(fields);
+        let read = async |batch: &[&InvocationKey]| -> Result<_, StoreError> {
+            let mut pipe = redis::pipe();
+            for key in batch {
+                pipe.cmd("HMGET")
+                    .arg(self.keys.record(&key.run_id, &key.tool_call_id))
+                    .arg(&names);
+            }
+            let replies: Vec<Vec<Option<Vec<u8>>>> = self.pipeline(operation, &pipe).await?;
+            if replies.len() != batch.len() {
+                return Err(corrupt("record reply"));
+            }
+            batch
+                .iter()
+                .zip(replies)
+                .map(|(key, values)| codec::decode(key, fields, values))
+                .collect::<Result<Vec<_>, _>>()
+        };
+        // The positions of the keys in each pipeline.
+        let groups: Vec<Vec<usize>> = if self.cluster {
+            let mut by_run: HashMap<&RunId, Vec<usize>> = HashMap::new();
+            for (at, key) in keys.iter().enumerate() {
+                by_run.entry(&key.run_id).or_default().push(at);
+            }
+            by_run
+                .into_values()
+                .flat_map(|at| {
+                    at.chunks(LIST_BATCH)
+                        .map(<[usize]>::to_vec)
+                        .collect::<Vec<_>>()
+                })
+                .collect()
+        } else {
+            (0..keys.len())
+                .collect::<Vec<_>>()
+                .chunks(LIST_BATCH)
+                .map(<[usize]>::to_vec)
+                .collect()
+        };
+        let answers = futures::future::try_join_all(groups.iter().map(|group| {
+            let batch: Vec<&InvocationKey> = group.iter().map(|&at| &keys[at]).collect();
+            async move { read(&batch).await }
+        }))
+        .await?;
+        let mut records: Vec<Option<InvocationRecord>> = vec![None; keys.len()];
+        for (group, answer) in groups.iter().zip(answers) {
+            for (&at, record) in group.iter().zip(answer) {
+                records[at] = record;
+            }
+        }
+        Ok(records)
+    }
+
     /// The script call `build(Invoke::Sha)` (`EVALSHA`); on `NOSCRIPT`,
     /// `build(Invoke::Source)` (`EVAL`) once. The reply, an array of bulk
     /// strings, as it came.
@@ -635,58 +698,7 @@ impl InvocationStore for RedisStore {
         keys: &[InvocationKey],
         fields: RecordFields,
     ) -> Result<Vec<Option<InvocationRecord>>, StoreError> {
-        let inner = &self.inner;
-        let names = codec::field_names(fields);
-        let read = async |batch: &[&InvocationKey]| -> Result<_, StoreError> {
-            let mut pipe = redis::pipe();
-            for key in batch {
-                pipe.cmd("HMGET")
-                    .arg(inner.keys.record(&key.run_id, &key.tool_call_id))
-                    .arg(&names);
-            }
-            let replies: Vec<Vec<Option<Vec<u8>>>> = inner.pipeline("get", &pipe).await?;
-            if replies.len() != batch.len() {
-                return Err(corrupt("get reply"));
-            }
-            batch
-                .iter()
-                .zip(replies)
-                .map(|(key, values)| codec::decode(key, fields, values))
-                .collect::<Result<Vec<_>, _>>()
-        };
-        // The positions of the keys in each pipeline.
-        let groups: Vec<Vec<usize>> = if inner.cluster {
-            let mut by_run: HashMap<&RunId, Vec<usize>> = HashMap::new();
-            for (at, key) in keys.iter().enumerate() {
-                by_run.entry(&key.run_id).or_default().push(at);
-            }
-            by_run
-                .into_values()
-                .flat_map(|at| {
-                    at.chunks(LIST_BATCH)
-                        .map(<[usize]>::to_vec)
-                        .collect::<Vec<_>>()
-                })
-                .collect()
-        } else {
-            (0..keys.len())
-                .collect::<Vec<_>>()
-                .chunks(LIST_BATCH)
-                .map(<[usize]>::to_vec)
-                .collect()
-        };
-        let answers = futures::future::try_join_all(groups.iter().map(|group| {
-            let batch: Vec<&InvocationKey> = group.iter().map(|&at| &keys[at]).collect();
-            async move { read(&batch).await }
-        }))
-        .await?;
-        let mut records: Vec<Option<InvocationRecord>> = vec![None; keys.len()];
-        for (group, answer) in groups.iter().zip(answers) {
-            for (&at, record) in group.iter().zip(answer) {
-                records[at] = record;
-            }
-        }
-        Ok(records)
+        self.inner.read_records("get", keys, fields).await
     }
 
     async fn list(
@@ -702,24 +714,8 @@ impl InvocationStore for RedisStore {
             .into_iter()
             .map(|id| codec::index_entry(run_id, id))
             .collect::<Result<Vec<_>, _>>()?;
-        let names = codec::field_names(fields);
-        let mut records = Vec::with_capacity(keys.len());
-        for batch in keys.chunks(LIST_BATCH) {
-            let mut pipe = redis::pipe();
-            for key in batch {
-                pipe.cmd("HMGET")
-                    .arg(inner.keys.record(&key.run_id, &key.tool_call_id))
-                    .arg(&names);
-            }
-            let replies: Vec<Vec<Option<Vec<u8>>>> = inner.pipeline("list", &pipe).await?;
-            if replies.len() != batch.len() {
-                return Err(corrupt("list reply"));
-            }
-            for (key, values) in batch.iter().zip(replies) {
-                records.extend(codec::decode(key, fields, values)?);
-            }
-        }
-        Ok(records)
+        let records = inner.read_records("list", &keys, fields).await?;
+        Ok(records.into_iter().flatten().collect())
     }
 
     async fn scope_index(
