@@ -282,23 +282,57 @@ impl Redactor {
     /// As [`redact`](Self::redact), adding one to `counts` per secret
     /// replaced, under the rule's name.
     pub fn redact_counting<'t>(&self, text: &'t str, counts: &mut Redactions) -> Cow<'t, str> {
-        let hits = self.hits(text);
+        let mut keyed = self.keyword_candidates(text);
+        let hits = self.hits(text, keyed.as_deref());
         if hits.is_empty() {
             return Cow::Borrowed(text);
         }
-        let mut redacted = self.replace(text, &hits, counts);
+        let (mut redacted, mut markers) = self.replace(text, &hits, counts);
         // A secret's replacement can change what its neighbours look like
         // (a rule may need a word boundary where the secret ended): repeat
         // until a pass finds nothing, so that redacting the output again
         // changes nothing. Each pass replaces at least one character outside
         // markers and markers are never matched, so this ends; in practice
         // the second pass finds nothing.
+        //
+        // A later pass looks for keywords only around the markers the last
+        // one made: every part of the new text between markers is a part of
+        // the text before, whose keywords are known, so a keyword the new
+        // text holds that the old did not overlaps a new marker (markers name
+        // rules: `<redacted:kv_secret>` holds `secret`). The rules tried are
+        // then those the text redacting the output again would try, and
+        // perhaps some more, so the output is still a fixed point.
         loop {
-            let hits = self.hits(&redacted);
+            let keyed = keyed.get_or_insert_with(|| vec![false; self.rules.len()]);
+            self.add_keywords_around(&redacted, &markers, keyed);
+            let hits = self.hits(&redacted, Some(keyed));
             if hits.is_empty() {
                 return Cow::Owned(redacted);
             }
-            redacted = self.replace(&redacted, &hits, counts);
+            (redacted, markers) = self.replace(&redacted, &hits, counts);
+        }
+    }
+
+    /// Marks in `keyed` the rules with a keyword that overlaps one of
+    /// `markers` (spans of `text`).
+    fn add_keywords_around(&self, text: &str, markers: &[(usize, usize)], keyed: &mut [bool]) {
+        let reach = self.scanner.overlap();
+        let mut windows: Vec<(usize, usize)> = Vec::with_capacity(markers.len());
+        for &(start, end) in markers {
+            let window = (start.saturating_sub(reach), (end + reach).min(text.len()));
+            match windows.last_mut() {
+                Some(last) if window.0 <= last.1 => last.1 = window.1,
+                _ => windows.push(window),
+            }
+        }
+        for (start, end) in windows {
+            self.scanner.scan(&text.as_bytes()[start..end], |tags| {
+                for &rule in tags {
+                    if let Some(slot) = keyed.get_mut(rule as usize) {
+                        *slot = true;
+                    }
+                }
+            });
         }
     }
 
@@ -401,7 +435,7 @@ impl Redactor {
                         self.redact_json(member, counts);
                     }
                 }
-                if members.keys().any(|name| !self.hits(name).is_empty()) {
+                if members.keys().any(|name| !self.hits_of(name).is_empty()) {
                     let old = std::mem::take(members);
                     for (name, member) in old {
                         let name = self.redact_counting(&name, counts).into_owned();
@@ -456,7 +490,7 @@ impl Redactor {
             return None;
         }
         let offset = value.len() - value.trim_start().len();
-        match self.hits(value).as_slice() {
+        match self.hits_of(value).as_slice() {
             [hit] if hit.start == offset && hit.end == offset + trimmed.len() => Some(hit.rule),
             _ => Some(self.kv_secret),
         }
@@ -478,8 +512,14 @@ impl Redactor {
     /// overlaps merged (leftmost, then longest, then the earlier rule
     /// names the merged span). Empty, without allocating, when the text
     /// holds no rule's keyword and no rule without keywords matches it.
-    fn hits(&self, text: &str) -> Vec<Hit> {
-        let keyed = self.keyword_candidates(text);
+    fn hits_of(&self, text: &str) -> Vec<Hit> {
+        self.hits(text, self.keyword_candidates(text).as_deref())
+    }
+
+    /// As [`hits_of`](Self::hits_of), trying the rules marked in `keyed`
+    /// (those whose keywords `text` holds, or more) and the rules without
+    /// keywords that match `text`.
+    fn hits(&self, text: &str, keyed: Option<&[bool]>) -> Vec<Hit> {
         let unkeyed = self
             .unkeyed
             .as_ref()
@@ -488,7 +528,7 @@ impl Redactor {
         if keyed.is_none() && unkeyed.is_none() {
             return Vec::new();
         }
-        let mut candidate = keyed.unwrap_or_else(|| vec![false; self.rules.len()]);
+        let mut candidate = keyed.map_or_else(|| vec![false; self.rules.len()], <[bool]>::to_vec);
         if let Some((rules, matched)) = unkeyed {
             for i in matched.iter() {
                 candidate[rules[i]] = true;
@@ -549,20 +589,28 @@ impl Redactor {
         }
     }
 
-    /// `text` with each hit replaced by its rule's marker, counted.
-    fn replace(&self, text: &str, hits: &[Hit], counts: &mut Redactions) -> String {
+    /// `text` with each hit replaced by its rule's marker, counted, and the
+    /// markers' spans in it.
+    fn replace(
+        &self,
+        text: &str,
+        hits: &[Hit],
+        counts: &mut Redactions,
+    ) -> (String, Vec<(usize, usize)>) {
         let markers: usize = hits.iter().map(|h| self.rules[h.rule].marker.len()).sum();
         let mut out = String::with_capacity(text.len() + markers);
+        let mut spans = Vec::with_capacity(hits.len());
         let mut last = 0;
         for hit in hits {
             let rule = &self.rules[hit.rule];
             out.push_str(&text[last..hit.start]);
+            spans.push((out.len(), out.len() + rule.marker.len()));
             out.push_str(&rule.marker);
             counts.add(&rule.name, 1);
             last = hit.end;
         }
         out.push_str(&text[last..]);
-        out
+        (out, spans)
     }
 }
 

@@ -142,6 +142,12 @@ impl KeywordScanner {
         }
     }
 
+    /// The longest keyword, less one byte: a keyword that overlaps a span
+    /// lies within this many bytes of it.
+    pub(super) const fn overlap(&self) -> usize {
+        self.overlap
+    }
+
     /// True when building gave up (see [`limits`]).
     #[cfg(test)]
     pub(super) const fn gave_up(&self) -> bool {

@@ -278,6 +278,37 @@ fn extra_rules_from_a_rules_file_redact_their_secret_group() {
 }
 
 #[test]
+fn a_keyword_that_a_marker_brings_is_looked_for_in_the_next_pass() {
+    // A rule whose keyword is in no text here but in `kv_secret`'s marker
+    // (`<redacted:kv_secret>` holds `secret`), and whose matches lack it: the
+    // first pass does not try it; redacting the output again would. The
+    // second pass must look for keywords around the new marker too, or
+    // the output is not a fixed point.
+    let lax = RuleSpec {
+        name: "lax".into(),
+        regex: "zz[a-z]{4}".into(),
+        secret_group: None,
+        keywords: vec!["secret".into()],
+        case_sensitive_keywords: false,
+        description: None,
+    };
+    let redactor = Redactor::new(&[lax], Vec::<String>::new()).unwrap();
+    let mut counts = Redactions::new();
+    let once = redactor.redact_counting("zzabcd password=hunter2x zzefgh", &mut counts);
+    assert_eq!(
+        once,
+        "<redacted:lax> password=<redacted:kv_secret> <redacted:lax>"
+    );
+    assert_eq!(counts.get("lax"), 2);
+    assert_eq!(redactor.redact(&once), once);
+    // Far from the marker (past the longest keyword) as well.
+    let far = format!("password=hunter2x {} zzefgh", "w ".repeat(300));
+    let once = redactor.redact(&far);
+    assert!(once.ends_with("<redacted:lax>"), "{once}");
+    assert_eq!(redactor.redact(&once), once);
+}
+
+#[test]
 fn unknown_keys_in_config_and_rules_are_refused() {
     assert!(toml::from_str::<RedactionConfig>("allowlist = []").is_err());
     assert!(
