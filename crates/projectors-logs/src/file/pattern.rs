@@ -416,16 +416,16 @@ fn compile_on_bytes(pattern: &str) -> Result<meta::Regex, Box<meta::BuildError>>
 
 /// Where `pattern` ends with a `message` group that matches whatever is left
 /// of a line, `(?P<message>.*)$` (or `\z`), the offset in the pattern where
-/// that group starts; `unicode`: as the pattern is compiled. Then a line
+/// that group starts, for the pattern compiled on bytes (`(?-u)`). Then a line
 /// matches the pattern exactly when it matches what comes before the group
 /// (lines hold no `\n`), and the group is the rest of the line from where
 /// that match ends.
 ///
 /// Read from the pattern's syntax tree (for the offset) and from its
 /// meaning (flags change what `.` matches: with `R` it misses `\r`).
-fn message_at(pattern: &str, unicode: bool) -> Option<usize> {
+fn message_at(pattern: &str) -> Option<usize> {
     use regex_syntax::ast::{self, Ast, GroupKind, RepetitionKind, parse::Parser};
-    use regex_syntax::hir::{Class, HirKind};
+    use regex_syntax::hir::HirKind;
     let ast = Parser::new().parse(pattern).ok()?;
     let Ast::Concat(concat) = &ast else {
         return None;
@@ -451,9 +451,9 @@ fn message_at(pattern: &str, unicode: bool) -> Option<usize> {
     {
         return None;
     }
-    // What `.` means there: every byte (or character) but `\n` at least.
+    // What `.` means there: every byte but `\n` at least.
     let hir = regex_syntax::ParserBuilder::new()
-        .unicode(unicode)
+        .unicode(false)
         .utf8(false)
         .build()
         .parse(pattern)
@@ -471,21 +471,10 @@ fn message_at(pattern: &str, unicode: bool) -> Option<usize> {
         return None;
     };
     let misses_only_newline = match repeat.sub.kind() {
-        HirKind::Class(Class::Bytes(class)) => {
+        HirKind::Class(class) => {
             let mut missed = class.clone();
             missed.negate();
-            missed
-                .ranges()
-                .iter()
-                .all(|r| r.start() == b'\n' && r.end() == b'\n')
-        }
-        HirKind::Class(Class::Unicode(class)) => {
-            let mut missed = class.clone();
-            missed.negate();
-            missed
-                .ranges()
-                .iter()
-                .all(|r| r.start() == '\n' && r.end() == '\n')
+            missed.is_empty() || missed.literal().as_deref() == Some(b"\n".as_slice())
         }
         _ => false,
     };
@@ -563,7 +552,7 @@ impl EventParser {
             })
             .flatten();
         let on_bytes = raw || ascii.is_some();
-        let message_at = on_bytes.then(|| message_at(pattern, false)).flatten();
+        let message_at = on_bytes.then(|| message_at(pattern)).flatten();
         let time_first = on_bytes
             .then(|| TimeFirst::new(pattern, message_at))
             .flatten();
