@@ -27,6 +27,13 @@
 //! also catches the last rows of a sealed run deleted, or forged rows
 //! appended with recomputed hashes, even with the seal row rewritten.
 //!
+//! An insert is one transaction of four round trips after `BEGIN`: the
+//! locks; the runs' insert and the reads of what is archived already and
+//! of each run's head, pipelined; the calls' insert; `COMMIT`. Its
+//! statements are prepared once per connection (again when the connection
+//! is opened again, or when PostgreSQL refuses one as prepared because a
+//! migration changed what it returns).
+//!
 //! The advisory lock (instead of `SELECT … FOR UPDATE` on the run row)
 //! keeps every table insert-only, so the archiver role needs `SELECT,
 //! INSERT` and nothing else on the data (see [`schema`](crate#schema)).
@@ -80,7 +87,7 @@ pub use verify::{Problem, StoredCall, Verdict};
 pub struct Archive {
     /// Where to connect again when the connection closed.
     config: Arc<tokio_postgres::Config>,
-    client: Arc<AsyncMutex<Client>>,
+    client: Arc<AsyncMutex<Conn>>,
     /// Partitions known to exist.
     partitions: Arc<Mutex<HashSet<String>>>,
 }
@@ -118,6 +125,40 @@ fn tls() -> tokio_postgres_rustls::MakeRustlsConnect {
 /// (`connect_timeout`).
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// The connection, with the statements prepared on it: they live and die
+/// with it, so a connection opened again prepares them again.
+struct Conn {
+    client: Client,
+    /// [`Archive::insert`]'s statements, prepared by its first batch on this
+    /// connection; `None` again after an insert failed, so that a statement
+    /// the server no longer takes (a migration changed a table under it) is
+    /// prepared anew by the next batch instead of failing every batch.
+    insert: Option<Arc<insert::Statements>>,
+}
+
+impl Conn {
+    fn new(client: Client) -> Self {
+        Self {
+            client,
+            insert: None,
+        }
+    }
+}
+
+impl std::ops::Deref for Conn {
+    type Target = Client;
+
+    fn deref(&self) -> &Client {
+        &self.client
+    }
+}
+
+impl std::ops::DerefMut for Conn {
+    fn deref_mut(&mut self) -> &mut Client {
+        &mut self.client
+    }
+}
+
 async fn open(config: &tokio_postgres::Config) -> Result<Client> {
     let (client, connection) = config
         .connect(tls())
@@ -149,16 +190,16 @@ impl Archive {
         let client = open(&config).await?;
         Ok(Self {
             config: Arc::new(config),
-            client: Arc::new(AsyncMutex::new(client)),
+            client: Arc::new(AsyncMutex::new(Conn::new(client))),
             partitions: Arc::default(),
         })
     }
 
     /// The connection, opened again first when it closed.
-    async fn client(&self) -> Result<AsyncMutexGuard<'_, Client>> {
+    async fn client(&self) -> Result<AsyncMutexGuard<'_, Conn>> {
         let mut client = self.client.lock().await;
         if client.is_closed() {
-            *client = open(&self.config).await?;
+            *client = Conn::new(open(&self.config).await?);
             tracing::info!("archive connection opened again");
         }
         Ok(client)
@@ -171,7 +212,7 @@ impl Archive {
     /// [`ArchiveError::Unavailable`]; the next operation tries again.
     pub async fn reconnect(&self) -> Result<()> {
         let mut client = self.client.lock().await;
-        *client = open(&self.config).await?;
+        *client = Conn::new(open(&self.config).await?);
         Ok(())
     }
 

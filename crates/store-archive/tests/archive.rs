@@ -88,6 +88,59 @@ async fn redelivered_calls_are_archived_once_and_chained() {
     );
 }
 
+/// The insert's statements are prepared once per connection. A migration
+/// that changes what one of them returns (here the type of `run_id`) makes
+/// PostgreSQL refuse it as prepared ("cached plan must not change result
+/// type"): the insert prepares them again and goes on, the chain unbroken.
+#[tokio::test]
+async fn an_insert_prepares_again_when_a_migration_changed_a_table_under_it() {
+    let db = TestDatabase::create().await;
+    let archive = archive(&db).await;
+    let run = fresh_run_id();
+    let records: Vec<_> = (0..3)
+        .map(|n| final_record(&run, &format!("c{n}"), NOW + n))
+        .collect();
+    let first = archive
+        .insert(&[input(&records[0], RawPolicy::None)])
+        .await
+        .unwrap();
+    assert_eq!(first.inserted, 1);
+    db.client()
+        .await
+        .batch_execute("ALTER TABLE aci_calls ALTER COLUMN run_id TYPE varchar(200)")
+        .await
+        .unwrap();
+    for record in &records[1..] {
+        let done = archive
+            .insert(&[input(record, RawPolicy::None)])
+            .await
+            .expect("the statements are prepared again");
+        assert_eq!((done.inserted, done.duplicates), (1, 0));
+    }
+    let order: Vec<_> = archive
+        .calls(run.as_str())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| (s.seq, s.call.tool_call_id))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            (1, "c0".to_owned()),
+            (2, "c1".to_owned()),
+            (3, "c2".to_owned())
+        ]
+    );
+    assert_eq!(
+        archive.verify_run(run.as_str(), None).await.unwrap(),
+        Verdict::Intact {
+            records: 3,
+            sealed: false
+        }
+    );
+}
+
 #[tokio::test]
 async fn the_raw_policy_decides_what_of_the_raw_is_kept() {
     let db = TestDatabase::create().await;
