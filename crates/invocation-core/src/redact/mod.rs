@@ -31,8 +31,9 @@
 //!   are never matched (rules see only the text between them), and a pass
 //!   repeats until it finds nothing (a repeated pass looks for keywords
 //!   only around the markers just made: the rest was looked at; a marker
-//!   can bring one, `<redacted:kv_secret>` holds `secret`). Text that already has a marker's shape
-//!   (`<redacted:name>`) is left as it is, like any marker.
+//!   can bring one, `<redacted:kv_secret>` holds `secret`). Text that
+//!   already has a marker's shape (`<redacted:name>`) is left as it is,
+//!   like any marker.
 //! - **Deterministic overlaps**: when secrets found by several rules
 //!   overlap, they merge into one marker, named by the leftmost, then
 //!   longest, then earlier rule in the table (specific shapes come before

@@ -9,6 +9,18 @@ use serde_json::json;
 use super::*;
 use crate::testing::secrets::{ALNUM, examples, fake};
 
+/// A rule of one's own: the whole match is the secret, no keywords.
+fn spec(name: &str, regex: &str) -> RuleSpec {
+    RuleSpec {
+        name: name.into(),
+        regex: regex.into(),
+        secret_group: None,
+        keywords: vec![],
+        case_sensitive_keywords: false,
+        description: None,
+    }
+}
+
 #[test]
 fn every_builtin_rule_has_an_example_and_every_example_a_rule() {
     let ruled: BTreeSet<&str> = BUILTIN_RULES.iter().map(|r| r.name).collect();
@@ -182,14 +194,7 @@ fn markers_are_never_matched_again() {
         assert_eq!(redactor.redact(text), text);
     }
     // A rule of one's own that matches the marker's words does not either.
-    let greedy = RuleSpec {
-        name: "words".into(),
-        regex: "[a-z_:]{12,}".into(),
-        secret_group: None,
-        keywords: vec![],
-        case_sensitive_keywords: false,
-        description: None,
-    };
+    let greedy = spec("words", "[a-z_:]{12,}");
     let redactor = Redactor::new(&[greedy], Vec::<String>::new()).unwrap();
     let once = redactor.redact("password=hunter2hunter2 and somethinglong");
     assert_eq!(once, "password=<redacted:kv_secret> and <redacted:words>");
@@ -265,12 +270,8 @@ fn extra_rules_from_a_rules_file_redact_their_secret_group() {
     assert_eq!(counts.get("employee_id"), 1);
     // Keywords gate a rule: without one, it is not tried.
     let gated = RuleSpec {
-        name: "gated".into(),
-        regex: "[0-9]{6}".into(),
-        secret_group: None,
         keywords: vec!["pin".into()],
-        case_sensitive_keywords: false,
-        description: None,
+        ..spec("gated", "[0-9]{6}")
     };
     let redactor = Redactor::new(&[gated], Vec::<String>::new()).unwrap();
     assert_eq!(redactor.redact("order 123456"), "order 123456");
@@ -285,12 +286,8 @@ fn a_keyword_that_a_marker_brings_is_looked_for_in_the_next_pass() {
     // second pass must look for keywords around the new marker too, or
     // the output is not a fixed point.
     let lax = RuleSpec {
-        name: "lax".into(),
-        regex: "zz[a-z]{4}".into(),
-        secret_group: None,
         keywords: vec!["secret".into()],
-        case_sensitive_keywords: false,
-        description: None,
+        ..spec("lax", "zz[a-z]{4}")
     };
     let redactor = Redactor::new(&[lax], Vec::<String>::new()).unwrap();
     let mut counts = Redactions::new();
@@ -320,12 +317,8 @@ fn unknown_keys_in_config_and_rules_are_refused() {
 #[test]
 fn bad_rules_are_configuration_errors_naming_the_rule() {
     let rule = |name: &str, regex: &str, group: Option<usize>| RuleSpec {
-        name: name.into(),
-        regex: regex.into(),
         secret_group: group,
-        keywords: vec![],
-        case_sensitive_keywords: false,
-        description: None,
+        ..spec(name, regex)
     };
     let refused = |rules: &[RuleSpec]| Redactor::new(rules, Vec::<String>::new()).unwrap_err();
     let cases = [
@@ -395,21 +388,10 @@ fn bad_rules_are_configuration_errors_naming_the_rule() {
 #[test]
 fn the_secret_is_the_first_non_empty_group_from_the_configured_one() {
     let rule = RuleSpec {
-        name: "either".into(),
-        regex: r"key1=([0-9]+)|key2=([a-z]+)".into(),
         secret_group: Some(1),
-        keywords: vec![],
-        case_sensitive_keywords: false,
-        description: None,
+        ..spec("either", r"key1=([0-9]+)|key2=([a-z]+)")
     };
-    let whole = RuleSpec {
-        name: "whole".into(),
-        regex: r"serial=[0-9]{4}".into(),
-        secret_group: None,
-        keywords: vec![],
-        case_sensitive_keywords: false,
-        description: None,
-    };
+    let whole = spec("whole", r"serial=[0-9]{4}");
     let redactor = Redactor::new(&[rule, whole], Vec::<String>::new()).unwrap();
     assert_eq!(
         redactor.redact("key1=1234 key2=abcd serial=9876"),
@@ -420,12 +402,9 @@ fn the_secret_is_the_first_non_empty_group_from_the_configured_one() {
 #[test]
 fn case_sensitive_keywords_count_only_as_written() {
     let rule = |name: &str, exact: bool| RuleSpec {
-        name: name.into(),
-        regex: r"(?i)acme_([a-z0-9]{8})".into(),
-        secret_group: None,
         keywords: vec!["ACME_".into()],
         case_sensitive_keywords: exact,
-        description: None,
+        ..spec(name, r"(?i)acme_([a-z0-9]{8})")
     };
     let exact = Redactor::new(&[rule("acme", true)], Vec::<String>::new()).unwrap();
     assert_eq!(exact.redact("ACME_abcd1234"), "ACME_<redacted:acme>");
@@ -637,12 +616,8 @@ fn thousands_of_keywords_give_the_same_result_without_the_automata() {
             .collect();
         keywords.push("acme_".into());
         let rule = RuleSpec {
-            name: "acme".into(),
-            regex: r"acme_([0-9]{6})".into(),
-            secret_group: None,
             keywords,
-            case_sensitive_keywords: false,
-            description: None,
+            ..spec("acme", r"acme_([0-9]{6})")
         };
         let redactor = Redactor::new(&[rule], Vec::<String>::new()).unwrap();
         assert_eq!(
