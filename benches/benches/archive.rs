@@ -329,23 +329,28 @@ fn add(total: &mut Step, step: Step) {
     total.stale += step.stale;
 }
 
-/// Steps every archiver, all at once, each until a step takes nothing;
-/// what the steps did.
+/// Steps every archiver, all at once, each in its own task as `aci
+/// archive` runs them, until a step takes nothing; what the steps did.
 async fn drain(archivers: &[Archiver]) -> Outcome<Step> {
-    let outcomes = futures::future::join_all(archivers.iter().map(|archiver| async move {
-        let mut total = Step::default();
-        loop {
-            let step = archiver.step().await?;
-            add(&mut total, step);
-            if step.taken == 0 {
-                return Ok::<_, store_archive::ArchiveError>(total);
-            }
-        }
-    }))
-    .await;
+    let tasks: Vec<_> = archivers
+        .iter()
+        .cloned()
+        .map(|archiver| {
+            tokio::spawn(async move {
+                let mut total = Step::default();
+                loop {
+                    let step = archiver.step().await?;
+                    add(&mut total, step);
+                    if step.taken == 0 {
+                        return Ok::<_, store_archive::ArchiveError>(total);
+                    }
+                }
+            })
+        })
+        .collect();
     let mut total = Step::default();
-    for outcome in outcomes {
-        add(&mut total, outcome?);
+    for outcome in futures::future::join_all(tasks).await {
+        add(&mut total, outcome??);
     }
     Ok(total)
 }

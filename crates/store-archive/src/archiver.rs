@@ -111,24 +111,20 @@ impl Archiver {
         if entries.is_empty() {
             return Ok(step);
         }
-        // The records in one batch (a pipeline on Redis), then their runs'
-        // states, read concurrently.
+        // The records in one batch (a pipeline on Redis) and their runs'
+        // states, all read at once.
         let keys: Vec<_> = entries.iter().map(|entry| entry.key.clone()).collect();
-        let records = self
-            .store
-            .get_many(&keys, RecordFields::All)
-            .await
-            .map_err(ArchiveError::store)?;
         let run_ids: Vec<&RunId> = {
             let mut ids: Vec<&RunId> = entries.iter().map(|e| &e.key.run_id).collect();
             ids.sort_unstable();
             ids.dedup();
             ids
         };
-        let states =
-            futures::future::try_join_all(run_ids.iter().map(|run| self.store.run_state(run)))
-                .await
-                .map_err(ArchiveError::store)?;
+        let (records, states) = futures::try_join!(
+            self.store.get_many(&keys, RecordFields::All),
+            futures::future::try_join_all(run_ids.iter().map(|run| self.store.run_state(run))),
+        )
+        .map_err(ArchiveError::store)?;
         let runs: HashMap<&RunId, Option<RunState>> = run_ids.into_iter().zip(states).collect();
         let mut inputs = Vec::with_capacity(entries.len());
         for (entry, record) in entries.iter().zip(records) {

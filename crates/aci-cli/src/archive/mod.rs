@@ -241,7 +241,7 @@ pub(crate) async fn run(
         )
         .raw(settings.raw_policy(), Arc::clone(&redactor))
         .batching(settings.batch(), settings.reclaim_after());
-        pumps.push(Pump {
+        pumps.push(Arc::new(Pump {
             archiver,
             connections: Connections {
                 rows,
@@ -252,7 +252,7 @@ pub(crate) async fn run(
             metrics: metrics.clone(),
             refreshed_at: std::sync::Mutex::new(None),
             housekeeper: worker == 0,
-        });
+        }));
     }
     if !once {
         // Connected and about to read: what a supervisor (or a test) waits
@@ -262,11 +262,23 @@ pub(crate) async fn run(
             pumps.len()
         );
     }
-    let totals =
-        futures::future::join_all(pumps.iter().map(|pump| pump.run(stop.clone(), once))).await;
+    // Each loop its own task: the batches' own work (redaction, hashing,
+    // encoding) runs on every thread of the runtime, not on one.
+    let loops: Vec<_> = pumps
+        .iter()
+        .map(|pump| {
+            let (pump, stop) = (Arc::clone(pump), stop.clone());
+            tokio::spawn(async move { pump.run(stop, once).await })
+        })
+        .collect();
     let mut total = store_archive::Step::default();
-    for outcome in totals {
-        pump::add(&mut total, outcome?);
+    for outcome in futures::future::join_all(loops).await {
+        match outcome {
+            Ok(outcome) => pump::add(&mut total, outcome?),
+            // As when the loops ran in this task: a panic stays a panic.
+            Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+            Err(_) => return Err(CliError::config("archive: a worker loop was cancelled")),
+        }
     }
     let pump = &pumps[0];
     if once {
