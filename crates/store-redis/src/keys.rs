@@ -16,7 +16,8 @@
 //! slot is that slot ([`outbox_tag`]), so a run's outbox lives in its run's
 //! slot and the scripts that finalize a record append to it without a
 //! cross-slot write. Archivers find the streams with `SCAN MATCH
-//! <prefix>:outbox:* TYPE stream` on every primary.
+//! <prefix>:outbox:* TYPE stream` on every primary, or, on a single node
+//! holding many keys, by their 16,384 names ([`Keys::outbox_of_slot`]).
 //!
 //! Run ids, tool call ids and the prefix never contain `{` or `}` (the
 //! identifier rule of `aci-contracts` and the prefix check forbid them), so
@@ -60,6 +61,11 @@ impl Keys {
 
     pub(crate) fn scopes(&self, run_id: &RunId) -> String {
         run(&self.prefix, run_id, SCOPES).to_string()
+    }
+
+    /// `<prefix>:outbox:{<tag>}`: the outbox stream of hash slot `slot`.
+    pub(crate) fn outbox_of_slot(&self, slot: u16) -> String {
+        format!("{}{OUTBOX}{{{}}}", self.prefix, outbox_tag(slot))
     }
 
     /// The `SCAN MATCH` pattern of every outbox stream of this prefix.

@@ -12,7 +12,12 @@
 //!   node (on a cluster, on every primary, found with `CLUSTER SLOTS`), then
 //!   pipelined `XLEN`s to visit only those holding entries (a drained stream
 //!   stays, empty, with its group). The scan's cost grows with every key the
-//!   node holds, so a take reuses the streams of a scan younger than a
+//!   node holds, so a single node holding more than 16,384 keys is not
+//!   scanned: there is one stream per hash slot, whose names are known, and
+//!   pipelined `XLEN`s of all 16,384 names find those holding entries at a
+//!   cost that does not grow with the keyspace (a cluster is always
+//!   scanned: a pipeline stays in one slot). A take reuses the streams of a
+//!   scan younger than a
 //!   second while they hold entries, and the lengths of every stream are
 //!   read at most every quarter second: in between, a take reads only the
 //!   lengths of the streams that held entries then (a stream that receives
@@ -20,11 +25,16 @@
 //!   (and every backlog) is answered only after a scan and a reading of
 //!   every length made then, so `--once` and the metrics never miss a stream
 //!   that appeared or filled since;
-//! - **take**: per stream, `XGROUP CREATE … 0 MKSTREAM` once (an existing
-//!   group is fine), `XAUTOCLAIM` of entries another consumer left pending
-//!   past the reclaim time (a killed archiver; each stream at most every
-//!   quarter of the reclaim time, and at least every 5 s), then `XREADGROUP
-//!   … >`: on a single node one pipeline for every stream, each asked for at
+//! - **take**: the streams holding entries, from where the process's last
+//!   take stopped among them, each counted at its length until the lengths
+//!   make the batch (the position then moves past them: every stream has
+//!   its turn, and loops taking at once start on different streams). For
+//!   those streams only, all at once: `XGROUP CREATE … 0 MKSTREAM` once (an
+//!   existing group is fine), `XAUTOCLAIM` of at most the stream's count of
+//!   entries another consumer left pending past the reclaim time (a killed
+//!   archiver; each stream at most every quarter of the reclaim time, and
+//!   at least every 5 s), then `XREADGROUP
+//!   … >`: on a single node one pipeline for them all, each asked for at
 //!   most its length, together at most the batch; on a cluster one stream
 //!   (slot) at a time;
 //! - **ack**, only after the archive committed: `XDEL` then `XACK` (on a
@@ -50,7 +60,7 @@ use redis::{Cmd, FromRedisValue, Value};
 
 use crate::codec::corrupt;
 use crate::pool::Link;
-use crate::{Inner, RedisStore};
+use crate::{Inner, RedisStore, keys};
 
 /// The consumer group every archiver reads through.
 pub const GROUP: &str = "aci-archive";
@@ -142,8 +152,10 @@ pub struct RedisOutbox {
     inner: Arc<Inner>,
     /// Streams whose group this process created (or found).
     groups: Arc<Mutex<HashSet<String>>>,
-    /// Where the next take starts in the list of streams, so that one busy
-    /// stream does not starve the others.
+    /// Where the next take starts in the list of streams (moved past the
+    /// streams each take reads), so that one busy stream does not starve
+    /// the others. Shared by the clones: loops of one process sharing an
+    /// outbox take from different streams.
     rotation: Arc<AtomicUsize>,
     /// The streams found by the last scan.
     known: Arc<SharedScan<Vec<String>>>,
@@ -268,10 +280,38 @@ impl RedisOutbox {
                 streams.extend(self.scan(Some(slot)).await?);
             }
         } else {
-            streams = self.scan(None).await?;
+            let keys: u64 = self.inner.query("outbox", &redis::cmd("DBSIZE")).await?;
+            streams = if keys > BY_NAME_ABOVE {
+                self.streams_by_name().await?
+            } else {
+                self.scan(None).await?
+            };
         }
         streams.sort_unstable();
         streams.dedup();
+        Ok(streams)
+    }
+
+    /// On a single node: the outbox streams that hold entries, found by
+    /// name (there is one per hash slot, so at most [`keys::SLOTS`] names,
+    /// whatever else the node holds): pipelined `XLEN`s of every name.
+    /// What [`streams`](Self::streams) gives on a node holding more than
+    /// [`BY_NAME_ABOVE`] keys, less the streams that are empty.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`], [`StoreError::Corrupt`].
+    #[doc(hidden)]
+    pub async fn streams_by_name(&self) -> Result<Vec<String>, StoreError> {
+        let names: Vec<String> = (0..keys::SLOTS)
+            .map(|slot| self.inner.keys.outbox_of_slot(slot))
+            .collect();
+        let mut streams: Vec<String> = self
+            .lengths(&names)
+            .await?
+            .into_iter()
+            .map(|(stream, _)| stream)
+            .collect();
+        streams.sort_unstable();
         Ok(streams)
     }
 
@@ -448,7 +488,18 @@ fn corrupt_reply() -> crate::RedisStoreError {
 }
 
 /// Streams whose length is asked in one pipelined round trip.
-const LENGTH_BATCH: usize = 256;
+const LENGTH_BATCH: usize = 1024;
+
+/// Such round trips (on a cluster, single `XLEN`s) in flight at once.
+const LENGTHS_IN_FLIGHT: usize = 16;
+
+/// Above this many keys on a single node, the outbox streams are found by
+/// name ([`RedisOutbox::streams_by_name`]: one `XLEN` for each of the
+/// 16,384 possible streams) instead of by `SCAN`, which costs about as much
+/// per key the node holds: discovery then costs the same whatever the
+/// keyspace holds. (On a cluster, where a pipeline stays in one slot, the
+/// streams are always scanned for.)
+const BY_NAME_ABOVE: u64 = keys::SLOTS as u64;
 
 impl RedisOutbox {
     /// The streams of the last scan, unless it is older than
@@ -545,27 +596,38 @@ impl RedisOutbox {
 
     /// Those of `streams` that hold entries, with their lengths.
     async fn lengths(&self, streams: &[String]) -> Result<Vec<(String, u64)>, StoreError> {
-        let mut busy = Vec::new();
+        use futures::{StreamExt, TryStreamExt};
         // A cluster pipeline must stay in one slot: there, one XLEN each.
         let batch_size = if self.inner.cluster { 1 } else { LENGTH_BATCH };
-        for batch in streams.chunks(batch_size) {
-            let mut pipe = redis::pipe();
-            for stream in batch {
-                pipe.cmd("XLEN").arg(stream);
-            }
-            let lengths: Vec<u64> = self.inner.pipeline("outbox", &pipe).await?;
-            if lengths.len() != batch.len() {
-                return Err(corrupt("outbox reply"));
-            }
-            busy.extend(
-                batch
-                    .iter()
-                    .zip(lengths)
-                    .filter(|(_, len)| *len > 0)
-                    .map(|(stream, len)| (stream.clone(), len)),
-            );
+        // Several round trips in flight at once, their replies in order.
+        let batches: Vec<_> = streams
+            .chunks(batch_size)
+            .map(|batch| self.lengths_of(batch))
+            .collect();
+        let busy: Vec<Vec<(String, u64)>> = futures::stream::iter(batches)
+            .buffered(LENGTHS_IN_FLIGHT)
+            .try_collect()
+            .await?;
+        Ok(busy.into_iter().flatten().collect())
+    }
+
+    /// Those of `batch` that hold entries, with their lengths: one
+    /// pipelined round trip.
+    async fn lengths_of(&self, batch: &[String]) -> Result<Vec<(String, u64)>, StoreError> {
+        let mut pipe = redis::pipe();
+        for stream in batch {
+            pipe.cmd("XLEN").arg(stream);
         }
-        Ok(busy)
+        let lengths: Vec<u64> = self.inner.pipeline("outbox", &pipe).await?;
+        if lengths.len() != batch.len() {
+            return Err(corrupt("outbox reply"));
+        }
+        Ok(batch
+            .iter()
+            .zip(lengths)
+            .filter(|(_, len)| *len > 0)
+            .map(|(stream, len)| (stream.clone(), len))
+            .collect())
     }
 }
 
@@ -653,55 +715,97 @@ impl RedisOutbox {
     /// One take from `streams` (with their lengths).
     async fn take_from(
         &self,
-        mut streams: Vec<(String, u64)>,
+        streams: Vec<(String, u64)>,
         consumer: &str,
         max: usize,
         reclaim_after: Duration,
     ) -> Result<Vec<OutboxEntry>, StoreError> {
-        if streams.is_empty() {
-            return Ok(Vec::new());
-        }
-        let start = self.rotation.fetch_add(1, Ordering::Relaxed) % streams.len();
-        streams.rotate_left(start);
-        let mut taken = Vec::new();
-        for (stream, _) in &streams {
-            if taken.len() >= max {
-                break;
-            }
-            self.ensure_group(stream).await?;
-            if self.reclaim_due(stream, reclaim_after) {
-                let reclaimed = self
-                    .reclaim(stream, consumer, max - taken.len(), reclaim_after)
-                    .await?;
-                taken.extend(reclaimed);
-            }
-        }
-        if self.inner.cluster {
-            for (stream, _) in &streams {
-                if taken.len() >= max {
-                    break;
+        let chosen = self.choose(streams, max);
+        // Only the chosen streams are prepared (their group) and reclaimed
+        // from, all at once (their requests share round trips), each of at
+        // most its count: a take costs round trips for the streams it
+        // reads, not for every stream holding entries. The rotation gives
+        // each its turn.
+        let reclaimed =
+            futures::future::try_join_all(chosen.iter().map(|(stream, count)| async move {
+                self.ensure_group(stream).await?;
+                if self.reclaim_due(stream, reclaim_after) {
+                    self.reclaim(stream, consumer, *count, reclaim_after).await
+                } else {
+                    Ok(Vec::new())
                 }
-                let fresh = self.read_new(stream, consumer, max - taken.len()).await?;
+            }))
+            .await?;
+        let mut taken: Vec<OutboxEntry> = reclaimed.into_iter().flatten().collect();
+        // Then new entries: each chosen stream up to its count, together at
+        // most what is left of `max`.
+        let mut left = max.saturating_sub(taken.len());
+        let asks: Vec<(String, usize)> = chosen
+            .into_iter()
+            .map_while(|(stream, count)| {
+                let count = count.min(left);
+                left -= count;
+                (count > 0).then_some((stream, count))
+            })
+            .collect();
+        if self.inner.cluster {
+            // A stream (slot) at a time.
+            for (stream, count) in &asks {
+                let fresh = self.read_new(stream, consumer, *count).await?;
                 taken.extend(fresh);
             }
-        } else {
-            // Each stream up to its length, the lengths adding up to what is
-            // left of `max`: one round trip, never more than `max` taken.
-            let mut left = max.saturating_sub(taken.len());
-            let mut asks = Vec::new();
-            for (stream, len) in &streams {
+        } else if !asks.is_empty() {
+            // One round trip for them all.
+            taken.extend(self.read_new_pipelined(&asks, consumer).await?);
+        }
+        Ok(taken)
+    }
+
+    /// The streams a take reads, each with how many entries to ask of it:
+    /// from where the last take of this process stopped in `streams`, each
+    /// up to its length, the lengths adding up to `max`. The position then
+    /// moves past them, so that one busy stream does not starve the others
+    /// and loops taking at once start on different streams.
+    fn choose(&self, mut streams: Vec<(String, u64)>, max: usize) -> Vec<(String, usize)> {
+        if streams.is_empty() || max == 0 {
+            return Vec::new();
+        }
+        let count = |len: u64| usize::try_from(len).unwrap_or(usize::MAX).max(1);
+        let mut position = self.rotation.load(Ordering::Relaxed);
+        let chosen = loop {
+            let start = position % streams.len();
+            let mut left = max;
+            let mut chosen = 0;
+            for at in 0..streams.len() {
                 if left == 0 {
                     break;
                 }
-                let count = usize::try_from(*len).unwrap_or(usize::MAX).min(left);
-                left -= count;
-                asks.push((stream.clone(), count));
+                left = left.saturating_sub(count(streams[(start + at) % streams.len()].1));
+                chosen += 1;
             }
-            if !asks.is_empty() {
-                taken.extend(self.read_new_pipelined(&asks, consumer).await?);
+            match self.rotation.compare_exchange_weak(
+                position,
+                position.wrapping_add(chosen),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    streams.rotate_left(start);
+                    streams.truncate(chosen);
+                    break streams;
+                }
+                Err(now) => position = now,
             }
-        }
-        Ok(taken)
+        };
+        let mut left = max;
+        chosen
+            .into_iter()
+            .map(|(stream, len)| {
+                let ask = count(len).min(left);
+                left -= ask;
+                (stream, ask)
+            })
+            .collect()
     }
 }
 

@@ -144,3 +144,88 @@ async fn four_takes(
     let (a, b, c, d) = tokio::join!(take("c0"), take("c1"), take("c2"), take("c3"));
     vec![a, b, c, d]
 }
+
+/// Takes of one process start where the last one stopped among the
+/// streams: takes made before any acknowledgement (the loops of one `aci
+/// archive` at once) each read streams the others did not, every take a
+/// full batch, and together they take everything.
+#[tokio::test]
+async fn each_take_moves_past_the_streams_it_read() {
+    const RUNS: usize = 8;
+    // Runs whose streams are all different (two random runs share a slot
+    // once in about 600 stores): another store when they are not.
+    let (outbox, expected) = loop {
+        let store = RedisOutboxHarness { cluster: false }.store();
+        let mut expected = BTreeSet::new();
+        for _ in 0..RUNS {
+            let run = fresh_run_id();
+            for call in ["c1", "c2", "c3"] {
+                let new = new_invocation(&SystemClock, &run, call, "tool_a", "x");
+                store.create(new.clone()).await.unwrap();
+                store.finalize(&new.key, ready()).await.unwrap();
+                expected.insert(new.key);
+            }
+        }
+        let outbox = store.outbox();
+        if outbox.streams().await.unwrap().len() == RUNS {
+            break (outbox, expected);
+        }
+    };
+    let mut got = BTreeSet::new();
+    for take in 0..RUNS / 2 {
+        let batch = outbox.take("w", 6, Duration::from_secs(60)).await.unwrap();
+        assert_eq!(batch.len(), 6, "take {take} reads two streams no take read");
+        for entry in batch {
+            assert!(got.insert(entry.key), "taken twice");
+        }
+    }
+    assert_eq!(got, expected);
+}
+
+/// On a node holding more than 16,384 keys the streams are found by their
+/// names, not scanned for: the same streams while they hold entries, none
+/// once drained (a scan would still list them, empty).
+#[tokio::test]
+async fn a_node_with_many_keys_finds_the_streams_by_name() {
+    let server = store_redis::testing::RedisServer::spawn().unwrap();
+    let store = RedisStore::new(
+        RedisConfig::single(server.url())
+            .key_prefix(unique_prefix())
+            .outbox(true),
+    )
+    .unwrap();
+    let outbox = store.outbox();
+    for _ in 0..8 {
+        let run = fresh_run_id();
+        let new = new_invocation(&SystemClock, &run, "c1", "tool_a", "x");
+        store.create(new.clone()).await.unwrap();
+        store.finalize(&new.key, ready()).await.unwrap();
+    }
+    let scanned = outbox.streams().await.unwrap();
+    assert!(!scanned.is_empty());
+    assert_eq!(outbox.streams_by_name().await.unwrap(), scanned);
+
+    // Other keys, enough to cross the line.
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let mut filler = redis::pipe();
+    for i in 0..17_000 {
+        filler
+            .cmd("SET")
+            .arg(format!("other:{i}"))
+            .arg("x")
+            .ignore();
+    }
+    let () = filler.query_async(&mut conn).await.unwrap();
+    assert_eq!(outbox.streams().await.unwrap(), scanned, "found by name");
+
+    loop {
+        let batch = outbox.take("w", 3, Duration::from_secs(60)).await.unwrap();
+        if batch.is_empty() {
+            break;
+        }
+        outbox.ack(&batch).await.unwrap();
+    }
+    assert!(outbox.streams().await.unwrap().is_empty(), "drained");
+    assert_eq!(outbox.backlog().await.unwrap().pending, 0);
+}

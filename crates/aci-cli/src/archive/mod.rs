@@ -219,6 +219,9 @@ pub(crate) async fn run(
     // insert overlaps the next one's reads. The first also seals and keeps
     // the partitions.
     let redactor = config.redactor()?;
+    // One outbox for every loop: one scan of the keyspace a second, and
+    // loops that take from different streams.
+    let outbox = Arc::new(store.outbox());
     let mut pumps = Vec::with_capacity(settings.workers());
     for worker in 0..settings.workers() {
         let rows = if worker == 0 {
@@ -235,7 +238,7 @@ pub(crate) async fn run(
         );
         let archiver = Archiver::new(
             Arc::new(store.clone()),
-            Arc::new(store.outbox()),
+            Arc::clone(&outbox) as Arc<dyn invocation_core::Outbox>,
             rows.clone(),
             consumer,
         )
