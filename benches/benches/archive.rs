@@ -20,7 +20,7 @@
 //!    finalize per round.
 //!    The two cannot run in a rotated order (the archive needs the
 //!    finalized records), so each round measures both back to back;
-//!    `ACI_BENCH_ROUNDS` rounds (default 3), rates are medians, the ratio
+//!    `ACI_BENCH_ROUNDS` rounds (default 5), rates are medians, the ratio
 //!    the median of the per-round ratios (lowest-highest in brackets). CPU
 //!    per record of this process, Redis and the database's backend (when it
 //!    runs on this machine) is printed beside the rates;
@@ -83,7 +83,7 @@ const BUDGET: u32 = 1_000_000_000;
 /// Records a round (`ACI_BENCH_RECORDS`).
 const DEFAULT_RECORDS: usize = 6_144;
 /// Rounds of finalize then archive (`ACI_BENCH_ROUNDS`).
-const DEFAULT_ROUNDS: usize = 3;
+const DEFAULT_ROUNDS: usize = 5;
 /// Seconds of paced load (`ACI_BENCH_LOAD_SECS`).
 const DEFAULT_LOAD_SECS: usize = 18;
 /// Records finalized and archived before measuring (connections, scripts,
