@@ -88,11 +88,12 @@ type Scanned = Option<(Instant, Vec<String>)>;
 /// The result of the last scan, shared by one process's concurrent callers
 /// (the archivers of one `aci archive` share one outbox).
 ///
-/// A scan that started after a call was made is one made now for that call:
-/// callers that want a fresh scan at the same moment (every archiver finding
-/// the outbox empty) wait for one such scan instead of each making its own.
-/// Whatever existed when a call was made existed for the whole of such a
-/// scan, which `SCAN` returns.
+/// A caller that wants a fresh scan names an instant (when its operation
+/// began): a scan started after it is one made now for that caller, whether
+/// it is running or done. Callers that want one at about the same moment
+/// (every archiver finding the outbox empty) share one such scan instead of
+/// each making its own. Whatever existed at that instant existed for the
+/// whole of such a scan, which the scan returns.
 struct SharedScan<T> {
     /// The last scan's result, and when that scan started.
     last: Mutex<Option<(Instant, T)>>,
@@ -111,16 +112,18 @@ impl<T> Default for SharedScan<T> {
 
 impl<T: Clone> SharedScan<T> {
     /// The last scan's result while it is younger than `refresh`, unless
-    /// `fresh`; otherwise that of a scan started after this call was made
-    /// (running `scan` unless another caller's is such a scan). True when
-    /// the result comes from a scan started after this call was made.
+    /// `fresh_since` asks for a scan started after that instant: then that
+    /// of such a scan (running `scan` unless another caller's, running or
+    /// done, is one). True when the result comes from a scan started after
+    /// `fresh_since`.
     async fn get<E>(
         &self,
-        fresh: bool,
+        fresh_since: Option<Instant>,
         refresh: Duration,
         scan: impl Future<Output = Result<T, E>>,
     ) -> Result<(T, bool), E> {
-        let asked = Instant::now();
+        let fresh = fresh_since.is_some();
+        let asked = fresh_since.unwrap_or_else(Instant::now);
         let cached = |fresh: bool| {
             let last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
             last.as_ref().and_then(|(started, found)| {
@@ -503,11 +506,16 @@ const BY_NAME_ABOVE: u64 = keys::SLOTS as u64;
 
 impl RedisOutbox {
     /// The streams of the last scan, unless it is older than
-    /// [`STREAMS_REFRESH`] or `fresh` asks for a scan now; and whether they
-    /// come from a scan made now (one started after this call: see
+    /// [`STREAMS_REFRESH`] or `fresh_since` asks for a scan started after
+    /// that instant; and whether they come from such a scan (see
     /// [`SharedScan`]).
-    async fn known_streams(&self, fresh: bool) -> Result<(Vec<String>, bool), StoreError> {
-        self.known.get(fresh, STREAMS_REFRESH, self.streams()).await
+    async fn known_streams(
+        &self,
+        fresh_since: Option<Instant>,
+    ) -> Result<(Vec<String>, bool), StoreError> {
+        self.known
+            .get(fresh_since, STREAMS_REFRESH, self.streams())
+            .await
     }
 
     /// Whether `stream`'s pending entries are due for a reclaim (and notes
@@ -571,8 +579,11 @@ impl RedisOutbox {
     /// per stream). Every known stream's length is read after a scan and
     /// at most every [`LENGTHS_REFRESH`]; in between, only the lengths of
     /// the streams that held entries at the last such reading.
-    async fn busy_streams(&self, fresh: bool) -> Result<(Vec<(String, u64)>, bool), StoreError> {
-        let (streams, scanned) = self.known_streams(fresh).await?;
+    async fn busy_streams(
+        &self,
+        fresh_since: Option<Instant>,
+    ) -> Result<(Vec<(String, u64)>, bool), StoreError> {
+        let (streams, scanned) = self.known_streams(fresh_since).await?;
         if !scanned {
             let recent = {
                 let filled = self.filled.lock().unwrap_or_else(PoisonError::into_inner);
@@ -642,17 +653,18 @@ impl Outbox for RedisOutbox {
         if max == 0 {
             return Ok(Vec::new());
         }
+        let began = Instant::now();
         // The streams of a recent scan while they hold entries; an empty
-        // answer is given only after a scan made now (a stream may have
-        // appeared since).
-        let (streams, scanned) = self.busy_streams(false).await?;
+        // answer is given only after a scan started after this take began
+        // (a stream may have appeared since the last one).
+        let (streams, scanned) = self.busy_streams(None).await?;
         let taken = self
             .take_from(streams, consumer, max, reclaim_after)
             .await?;
         if !taken.is_empty() || scanned {
             return Ok(taken);
         }
-        let (streams, _) = self.busy_streams(true).await?;
+        let (streams, _) = self.busy_streams(Some(began)).await?;
         self.take_from(streams, consumer, max, reclaim_after).await
     }
 
@@ -685,7 +697,7 @@ impl Outbox for RedisOutbox {
 
     async fn backlog(&self) -> Result<Backlog, StoreError> {
         let mut backlog = Backlog::default();
-        let (busy, _) = self.busy_streams(true).await?;
+        let (busy, _) = self.busy_streams(Some(Instant::now())).await?;
         // A cluster pipeline must stay in one slot: there, one XRANGE each.
         let batch_size = if self.inner.cluster { 1 } else { LENGTH_BATCH };
         for batch in busy.chunks(batch_size) {
@@ -815,8 +827,8 @@ mod tests {
     use super::*;
 
     /// Four callers asking for a fresh scan while the first one scans: the
-    /// first runs its scan, the second (which asked after that scan
-    /// started) runs one more, the last two share the second's. Each
+    /// first runs its scan, the second (which asked for one started after
+    /// that scan started) runs one more, the last two share the second's. Each
     /// caller is polled until it waits, so the order is fixed.
     #[tokio::test]
     async fn fresh_asks_share_a_scan_started_after_them() {
@@ -830,11 +842,11 @@ mod tests {
             Ok::<u32, ()>(n)
         };
         let refresh = Duration::from_secs(60);
-        let mut first = std::pin::pin!(shared.get(true, refresh, scan()));
+        let mut first = std::pin::pin!(shared.get(Some(Instant::now()), refresh, scan()));
         assert!(futures::poll!(&mut first).is_pending());
         assert_eq!(scans.load(Ordering::SeqCst), 1, "the first scan runs");
         let mut later: Vec<_> = (0..3)
-            .map(|_| Box::pin(shared.get(true, refresh, scan())))
+            .map(|_| Box::pin(shared.get(Some(Instant::now()), refresh, scan())))
             .collect();
         for waiting in &mut later {
             assert!(futures::poll!(waiting).is_pending());
@@ -851,17 +863,37 @@ mod tests {
 
         // A caller that does not need a fresh one takes the last while it
         // is younger than the refresh time; a fresh ask scans again.
-        assert_eq!(shared.get(false, refresh, scan()).await, Ok((2, false)));
-        assert_eq!(shared.get(true, refresh, scan()).await, Ok((3, true)));
+        assert_eq!(shared.get(None, refresh, scan()).await, Ok((2, false)));
         assert_eq!(
-            shared.get(false, Duration::ZERO, scan()).await,
+            shared.get(Some(Instant::now()), refresh, scan()).await,
+            Ok((3, true))
+        );
+        assert_eq!(
+            shared.get(None, Duration::ZERO, scan()).await,
             Ok((4, true)),
             "an old result is scanned again"
         );
         // A failed scan keeps the last result and says so to its caller.
         let failing = async { Err::<u32, ()>(()) };
-        assert_eq!(shared.get(true, refresh, failing).await, Err(()));
-        assert_eq!(shared.get(false, refresh, scan()).await, Ok((4, false)));
+        assert_eq!(
+            shared.get(Some(Instant::now()), refresh, failing).await,
+            Err(())
+        );
+        assert_eq!(shared.get(None, refresh, scan()).await, Ok((4, false)));
+
+        // A fresh ask for an instant before a scan that is done takes that
+        // scan's result (an archiver's take that began before another's
+        // scan, and finds nothing).
+        let began = Instant::now();
+        assert_eq!(
+            shared.get(Some(Instant::now()), refresh, scan()).await,
+            Ok((5, true))
+        );
+        assert_eq!(
+            shared.get(Some(began), refresh, scan()).await,
+            Ok((5, true))
+        );
+        assert_eq!(scans.load(Ordering::SeqCst), 5, "no scan more");
     }
 
     #[test]
