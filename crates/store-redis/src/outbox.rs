@@ -17,14 +17,13 @@
 //!   pipelined `XLEN`s of all 16,384 names find those holding entries at a
 //!   cost that does not grow with the keyspace (a cluster is always
 //!   scanned: a pipeline stays in one slot). A take reuses the streams of a
-//!   scan younger than a
-//!   second while they hold entries, and the lengths of every stream are
-//!   read at most every quarter second: in between, a take reads only the
-//!   lengths of the streams that held entries then (a stream that receives
-//!   its first entries waits at most that long to be seen). An empty take
-//!   (and every backlog) is answered only after a scan and a reading of
-//!   every length made then, so `--once` and the metrics never miss a stream
-//!   that appeared or filled since;
+//!   scan younger than a second while they hold entries, and the lengths of
+//!   every stream are read at most every quarter second: in between, a take
+//!   reads only the lengths of the streams that held entries then (a stream
+//!   that receives its first entries waits at most that long to be seen).
+//!   An empty take (and every backlog) is answered only after a scan and a
+//!   reading of every length made then, so `--once` and the metrics never
+//!   miss a stream that appeared or filled since;
 //! - **take**: the streams holding entries, from where the process's last
 //!   take stopped among them, each counted at its length until the lengths
 //!   make the batch (the position then moves past them: every stream has
@@ -33,10 +32,9 @@
 //!   existing group is fine), `XAUTOCLAIM` of at most the stream's count of
 //!   entries another consumer left pending past the reclaim time (a killed
 //!   archiver; each stream at most every quarter of the reclaim time, and
-//!   at least every 5 s), then `XREADGROUP
-//!   … >`: on a single node one pipeline for them all, each asked for at
-//!   most its length, together at most the batch; on a cluster one stream
-//!   (slot) at a time;
+//!   at least every 5 s), then `XREADGROUP … >`: on a single node one
+//!   pipeline for them all, each asked for at most its length, together at
+//!   most the batch; on a cluster one stream (slot) at a time;
 //! - **ack**, only after the archive committed: `XDEL` then `XACK` (on a
 //!   single node all the batch's streams in one pipeline). Once
 //!   deleted, an entry left in the pending list by a crash between the two is
