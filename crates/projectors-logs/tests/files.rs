@@ -707,6 +707,48 @@ fn a_large_window_read_in_two_halves_equals_a_full_scan() {
     assert_eq!((fast, fast_count), (slow, slow_count));
 }
 
+/// The halves of every large window share one pool of scan threads: many
+/// callers at once (more than the pool has threads, each its own thread, as
+/// tokio's blocking threads are) each get the answer of one sequential read.
+#[test]
+fn large_windows_read_at_once_by_many_callers_each_equal_a_full_scan() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("app.log");
+    ordered_file(&path, 120_000, 1_000);
+    let seeking = source(vec![(
+        LogTopic::Application,
+        topic(dir.path(), &["app.log"], LogFormat::JsonLines),
+    )]);
+    let reading = seeking.clone().with_seek_threshold(u64::MAX);
+    let asks = [("timeout", 1440), ("request", 1440), ("timeout", 1200)];
+    let expected: Vec<_> = asks
+        .iter()
+        .map(|&(words, lookback)| {
+            messages(&reading, &query(LogTopic::Application, words, lookback))
+        })
+        .collect();
+    let callers = 4 * std::thread::available_parallelism().map_or(2, usize::from);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..callers)
+            .map(|i| {
+                let seeking = &seeking;
+                let (words, lookback) = asks[i % asks.len()];
+                scope.spawn(move || {
+                    let q = query(LogTopic::Application, words, lookback);
+                    (i % asks.len(), messages(seeking, &q))
+                })
+            })
+            .collect();
+        for handle in handles {
+            let (ask, (found, count, stats)) = handle.join().unwrap();
+            let (want, want_count, _) = &expected[ask];
+            assert_eq!((&found, count), (want, *want_count), "{:?}", asks[ask]);
+            assert_eq!(stats.files_full_scan, 0);
+            assert!(stats.bytes_read > 4 << 20, "{}", stats.bytes_read);
+        }
+    });
+}
+
 /// Lines longer than one read (256 KiB) are assembled across reads and
 /// found; a line longer than the buffer (2 MiB) is counted and skipped.
 #[test]
