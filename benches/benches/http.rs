@@ -2,8 +2,9 @@
 //! `query_logs` calls through one and through three `aci serve --http`
 //! replicas on one Redis, against the same calls made directly on a
 //! `ToolBoundary` over the same Redis in the same run (the baseline), at 1
-//! and 16 concurrent calls. Prints the ratios; the last line is
-//! machine-readable (`ratio_1r_c16=… ratio_raw1r_c16=…`).
+//! and 16 concurrent calls. Prints the ratios, and a replica's CPU per call
+//! over the direct boundary's; the last line is machine-readable
+//! (`ratio_1r_c16=… ratio_raw1r_c16=… cpu_ratio_c16=…`).
 //!
 //! Two clients drive the replicas: the rmcp client (what an MCP framework
 //! uses: its own service task, JSON-RPC (de)serialisation, reqwest), and a
@@ -374,6 +375,26 @@ fn summarize(rounds: &[Stats], baseline: &[Stats]) -> Summary {
     }
 }
 
+/// The replica's own CPU per call over the direct boundary's, per round
+/// (median, lowest, highest), from the one-replica row of the lean client
+/// (else of the rmcp client), with that row's key: the replica's CPU does
+/// not depend on the client, and the baseline's process CPU is the boundary
+/// itself (and the loop driving it).
+fn replica_cpu_ratio(
+    rows: &[Row],
+    measured: &[Vec<Stats>],
+) -> Option<(&'static str, (f64, f64, f64))> {
+    let index = ["raw1r", "1r"]
+        .iter()
+        .find_map(|key| rows.iter().position(|row| row.key == *key))?;
+    let ratios: Vec<f64> = measured[index]
+        .iter()
+        .zip(&measured[0])
+        .map(|(replica, direct)| replica.cpu_server_us / direct.cpu_client_us)
+        .collect();
+    Some((rows[index].key, aci_bench::spread(&ratios)))
+}
+
 fn print(label: &str, summary: &Summary) {
     let s = summary.median;
     let (ratio, low, high) = summary.ratio;
@@ -621,6 +642,13 @@ async fn main() {
                     row.key, summary.ratio.0
                 ));
             }
+        }
+        if let Some((key, (ratio, low, high))) = replica_cpu_ratio(&rows, &measured) {
+            println!(
+                "{:<34} {ratio:.2} ({low:.2}-{high:.2}) (goal <= 1.2; the {key} row's replica against the baseline's boundary)",
+                "  replica CPU / direct CPU per call"
+            );
+            last.push(format!("cpu_ratio_c{concurrency}={ratio:.2}"));
         }
     }
     let _ = std::fs::remove_file(&config);
