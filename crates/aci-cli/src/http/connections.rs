@@ -26,7 +26,11 @@
 //!   from its first byte for a later request); a keep-alive connection may
 //!   sit idle between requests for `idle_timeout`; a request body must be
 //!   read whole within `body_timeout` of its head. A connection past a
-//!   deadline is closed without an answer.
+//!   deadline is closed without an answer. The watchdog looks at the
+//!   deadlines only after hyper's connection was polled: a worker whose
+//!   CPU was taken past a deadline first reads what its client sent in
+//!   time, so a deadline closes a connection for the client's slowness,
+//!   never for the worker's (which would reset an unread request).
 //! - **Bounded heads**: hyper answers 431 to a head with more than
 //!   `max_header_count` headers or more than `max_header_bytes` bytes.
 //!

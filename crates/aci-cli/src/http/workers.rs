@@ -424,21 +424,19 @@ async fn drive<I>(
     });
     let connection = http.serve_connection(TokioIo::new(io), service);
     tokio::pin!(connection);
+    // The deadlines are looked at only after hyper's connection was polled:
+    // a worker busy past a deadline (its CPU taken by other work) first
+    // reads what the client sent meanwhile, so that it closes a connection
+    // for the client's slowness, never for its own (closing with a request
+    // unread would reset it under the client). The first look is due at
+    // once, after the first poll.
     let sleep = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(sleep);
+    let mut deadline = Some(tokio::time::Instant::now());
     let mut graceful = false;
     loop {
-        let deadline = match state.verdict(&limits, now_ms()) {
-            Verdict::WaitUntil(at) => deadline_instant(at),
-            Verdict::Close(reason) => {
-                table.closed(reason);
-                return;
-            }
-        };
-        if let Some(at) = deadline {
-            sleep.as_mut().reset(at);
-        }
         tokio::select! {
+            biased;
             served = connection.as_mut() => {
                 if let Err(e) = served {
                     tracing::trace!(error = %e, "a connection ended with an error");
@@ -447,12 +445,22 @@ async fn drive<I>(
             }
             // Shed (counted by the table): the socket closes.
             () = state.shed() => return,
-            () = state.changed() => {}
-            () = &mut sleep, if deadline.is_some() => {}
             _ = stopping.wait_for(|stop| *stop), if !graceful => {
                 connection.as_mut().graceful_shutdown();
                 graceful = true;
             }
+            () = state.changed() => {}
+            () = &mut sleep, if deadline.is_some() => {}
+        }
+        deadline = match state.verdict(&limits, now_ms()) {
+            Verdict::WaitUntil(at) => deadline_instant(at),
+            Verdict::Close(reason) => {
+                table.closed(reason);
+                return;
+            }
+        };
+        if let Some(at) = deadline {
+            sleep.as_mut().reset(at);
         }
     }
 }
@@ -547,10 +555,24 @@ mod tests {
         "done"
     }
 
+    /// Holds its worker's thread (what a CPU taken by other work does to a
+    /// worker), then answers.
+    #[allow(clippy::unused_async)]
+    async fn hold() -> &'static str {
+        HOLDING.store(true, Ordering::SeqCst);
+        std::thread::sleep(HELD);
+        "held"
+    }
+
+    static HOLDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+    const HELD: Duration = Duration::from_millis(600);
+
     fn router() -> Router {
         Router::new()
             .route("/who", get(who))
             .route("/slow", get(slow))
+            .route("/hold", get(hold))
     }
 
     /// `paths` in turn over one keep-alive connection; the bodies.
@@ -636,6 +658,47 @@ mod tests {
         // The servers end only once that request was answered.
         shut_down(workers).await;
         assert_eq!(client.await.unwrap(), ["done"]);
+    }
+
+    /// A worker kept busy past a connection's header deadline reads the
+    /// request its client sent in time and answers it: the deadline is the
+    /// client's, not the worker's (closing with the request unread would
+    /// reset the connection under the client).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_worker_busy_past_a_deadline_answers_what_arrived_in_time() {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let (listener, addr) = listen().await;
+        let limits = ConnectionLimits {
+            header_timeout: HELD / 3,
+            ..*table(100).limits()
+        };
+        let table = ConnectionTable::new(limits).unwrap();
+        let mut workers = Workers::start(1, &router(), addr, table, None).unwrap();
+        // The one worker's thread is held by a request...
+        let holder = tokio::spawn(over_one_connection(addr, &["/hold"]));
+        let (stream, _) = listener.accept().await.unwrap();
+        workers.dispatch(stream).await;
+        while !HOLDING.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // ...while a second client sends its whole request at once.
+        let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (stream, _) = listener.accept().await.unwrap();
+        workers.dispatch(stream).await;
+        client
+            .write_all(b"GET /who HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut reply = Vec::new();
+        tokio::time::timeout(Duration::from_secs(10), client.read_to_end(&mut reply))
+            .await
+            .unwrap()
+            .unwrap();
+        let reply = String::from_utf8_lossy(&reply);
+        assert!(reply.starts_with("HTTP/1.1 200"), "{reply:?}");
+        assert!(reply.ends_with("aci-http-0"), "{reply:?}");
+        assert_eq!(holder.await.unwrap(), ["held"]);
+        shut_down(workers).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
