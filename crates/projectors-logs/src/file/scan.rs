@@ -658,6 +658,7 @@ impl Search<'_> {
             )?;
             Ok((ordered, collected, local))
         };
+        // A half's panic is its error; nothing panics past `caught`.
         let caught = |window: Window| {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| half(window)))
                 .unwrap_or_else(|_| Err(ScanError::Io(io::Error::other("a scan thread panicked"))))
@@ -667,9 +668,10 @@ impl Search<'_> {
             None => std::thread::scope(|scope| {
                 let late = scope.spawn(|| caught(second));
                 let early = caught(first);
-                let late = late.join().unwrap_or_else(|_| {
-                    Err(ScanError::Io(io::Error::other("a scan thread panicked")))
-                });
+                // `caught` returned: the thread cannot have panicked.
+                let late = late
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
                 (early, late)
             }),
         };
