@@ -40,7 +40,7 @@
 //!    entry.
 //!
 //! It ends with what an idle archiver's look at the outbox costs over the
-//! keyspace the run left (an empty take scans it).
+//! keyspace the run left (an empty take reads the set of busy streams).
 //!
 //! The last line is machine-readable:
 //! `throughput_ratio=… lag_p50_s=… lag_p99_s=… lag_max_s=… unarchived=… bytes_per_call_pg=… bytes_per_record_redis=…`.
@@ -848,8 +848,9 @@ async fn record_bytes(
 }
 
 /// What an archiver's look at an empty outbox costs over the keyspace the
-/// run left: the take looks for the outbox streams (by name above 16,384
-/// keys, else by `SCAN`) and reads their lengths.
+/// run left: on this single node the take reads the set of busy streams
+/// (the store already made its first look at every stream, which it makes
+/// again only every 5 minutes).
 async fn idle_take(
     store: &RedisStore,
     side: &mut redis::aio::MultiplexedConnection,

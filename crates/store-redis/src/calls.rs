@@ -103,6 +103,39 @@ fn record_key(cmd: &mut Cmd, scratch: &mut Scratch, prefix: &str, key: &Invocati
         .emit(cmd);
 }
 
+/// The outbox keys a finalizing script is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OutboxKeys {
+    /// The store keeps no outbox.
+    Off,
+    /// The run slot's stream only (a cluster).
+    Stream,
+    /// The stream and the set of busy streams (a single node).
+    StreamAndBusy,
+}
+
+impl OutboxKeys {
+    /// `numkeys` with record and scopes before them.
+    const fn numkeys(self) -> &'static [u8] {
+        match self {
+            Self::Off => b"2",
+            Self::Stream => b"3",
+            Self::StreamAndBusy => b"4",
+        }
+    }
+
+    /// Writes the outbox keys (after record and scopes).
+    fn write(self, cmd: &mut Cmd, scratch: &mut Scratch, prefix: &str, key: &InvocationKey) {
+        if self == Self::Off {
+            return;
+        }
+        outbox_key(cmd, scratch, prefix, key);
+        if self == Self::StreamAndBusy {
+            scratch.text(prefix).text(keys::OUTBOX_BUSY).emit(cmd);
+        }
+    }
+}
+
 /// `<prefix>:outbox:{<tag>}`, the outbox stream of the run's slot.
 fn outbox_key(cmd: &mut Cmd, scratch: &mut Scratch, prefix: &str, key: &InvocationKey) {
     let tag = keys::outbox_tag(keys::slot(key.run_id.as_str().as_bytes()));
@@ -221,8 +254,8 @@ fn hex(bytes: &[u8; 32]) -> [u8; 64] {
     out
 }
 
-/// The finalize call. KEYS: record, scopes, and with `outbox` the run
-/// slot's outbox stream. ARGV: new status, tool call id, then the outcome's
+/// The finalize call. KEYS: record, scopes, then `outbox`'s keys (the run
+/// slot's outbox stream, and on a single node the set of busy streams). ARGV: new status, tool call id, then the outcome's
 /// field/value pairs.
 pub(crate) fn finalize(
     script: &LuaScript,
@@ -230,7 +263,7 @@ pub(crate) fn finalize(
     prefix: &str,
     key: &InvocationKey,
     finalization: &Finalization,
-    outbox: bool,
+    outbox: OutboxKeys,
 ) -> Cmd {
     let id = key.tool_call_id.as_str();
     let fields = finalization.fields();
@@ -239,12 +272,10 @@ pub(crate) fn finalize(
     let small = 2 * (prefix.len() + key.run_id.as_str().len() + 16) + 3 * id.len() + 256;
     let mut cmd = head(script, invoke, 2 + 2 + 18, payload + small);
     let mut scratch = Scratch::with_capacity(prefix.len() + key.run_id.as_str().len() + 96);
-    cmd.write_arg(if outbox { b"3" } else { b"2" });
+    cmd.write_arg(outbox.numkeys());
     record_key(&mut cmd, &mut scratch, prefix, key);
     run_key(&mut cmd, &mut scratch, prefix, key, keys::SCOPES);
-    if outbox {
-        outbox_key(&mut cmd, &mut scratch, prefix, key);
-    }
+    outbox.write(&mut cmd, &mut scratch, prefix, key);
     cmd.write_arg(finalization.status().as_str().as_bytes());
     cmd.write_arg(id.as_bytes());
     outcome(&mut cmd, &mut scratch, finalization);
@@ -304,6 +335,15 @@ fn outcome(cmd: &mut Cmd, scratch: &mut Scratch, finalization: &Finalization) {
     }
 }
 
+/// The `busy` call (single node): see `scripts::BUSY_SOURCE`. KEYS: the set
+/// of busy outbox streams.
+pub(crate) fn busy(script: &LuaScript, invoke: Invoke, set: &str) -> Cmd {
+    let mut cmd = head(script, invoke, 2, set.len() + 8);
+    cmd.write_arg(b"1");
+    cmd.write_arg(set.as_bytes());
+    cmd
+}
+
 /// The `note_refusal` call: see `scripts::NOTE_REFUSAL_SOURCE`.
 pub(crate) fn note_refusal(
     script: &LuaScript,
@@ -326,8 +366,8 @@ pub(crate) fn note_refusal(
     cmd
 }
 
-/// The settle call. KEYS: record, scopes, and with `outbox` the run slot's
-/// outbox stream. ARGV: attempt token, ttl ms, tool call id, the number N of
+/// The settle call. KEYS: record, scopes, then `outbox`'s keys (the run
+/// slot's outbox stream, and on a single node the set of busy streams). ARGV: attempt token, ttl ms, tool call id, the number N of
 /// outcome arguments, the ERROR outcome's N arguments, then the tombstone's
 /// field/value pairs.
 // One parameter per part of the script's contract, as `create` and `finalize`.
@@ -340,17 +380,15 @@ pub(crate) fn settle(
     error_code: ErrorCode,
     finished_at: Timestamp,
     ttl_millis: u64,
-    outbox: bool,
+    outbox: OutboxKeys,
 ) -> Cmd {
     let key = &call.key;
     let mut cmd = head(script, invoke, 48, 1024);
     let mut scratch = Scratch::with_capacity(prefix.len() + key.run_id.as_str().len() + 96);
-    cmd.write_arg(if outbox { b"3" } else { b"2" });
+    cmd.write_arg(outbox.numkeys());
     record_key(&mut cmd, &mut scratch, prefix, key);
     run_key(&mut cmd, &mut scratch, prefix, key, keys::SCOPES);
-    if outbox {
-        outbox_key(&mut cmd, &mut scratch, prefix, key);
-    }
+    outbox.write(&mut cmd, &mut scratch, prefix, key);
     scratch.number(call.attempt).emit(&mut cmd);
     scratch.number(ttl_millis).emit(&mut cmd);
     cmd.write_arg(key.tool_call_id.as_str().as_bytes());
@@ -522,7 +560,14 @@ mod tests {
         };
         let outbox = keys::outbox("p", "r1");
         assert_eq!(
-            words(&finalize(&FINALIZE, Invoke::Sha, "p", &key(), &ready, true)),
+            words(&finalize(
+                &FINALIZE,
+                Invoke::Sha,
+                "p",
+                &key(),
+                &ready,
+                OutboxKeys::Stream
+            )),
             [
                 "EVALSHA",
                 FINALIZE.sha.as_str(),
@@ -552,6 +597,26 @@ mod tests {
                 r#"{"jwt":2}"#,
             ]
         );
+        // On a single node the set of busy streams is the fourth key.
+        let single = words(&finalize(
+            &FINALIZE,
+            Invoke::Sha,
+            "p",
+            &key(),
+            &ready,
+            OutboxKeys::StreamAndBusy,
+        ));
+        assert_eq!(
+            single[2..7],
+            [
+                "4",
+                "p:{r1}:inv:c1",
+                "p:{r1}:scopes",
+                &outbox,
+                "p:outbox-busy"
+            ]
+        );
+        assert_eq!(single[7], "READY");
         let error = Finalization::Error {
             error_code: ErrorCode::ExecutionTimeout,
             retryable: false,
@@ -566,7 +631,7 @@ mod tests {
                 "p",
                 &key(),
                 &error,
-                false
+                OutboxKeys::Off
             ))[5..],
             [
                 "ERROR",

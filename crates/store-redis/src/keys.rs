@@ -10,14 +10,19 @@
 //! | `<prefix>:{<run_id>}:scopes` | hash | `<fp>:first`, `<fp>:first_ready`, `<fp>:claim` |
 //! | `<prefix>:{<run_id>}:refusals` | list | calls refused before they had a record (JSON), at most 256 |
 //! | `<prefix>:outbox:{<tag>}` | stream | finalized records waiting for the archive |
+//! | `<prefix>:outbox-busy` | set | on a single node: the outbox streams that may hold entries |
 //!
 //! The outbox streams are the one exception to "the tag is the run id": there
 //! is one per hash slot, and its tag is the smallest decimal number whose
 //! slot is that slot ([`outbox_tag`]), so a run's outbox lives in its run's
 //! slot and the scripts that finalize a record append to it without a
-//! cross-slot write. Archivers find the streams with `SCAN MATCH
-//! <prefix>:outbox:* TYPE stream` on every primary, or, on a single node
-//! holding many keys, by their 16,384 names ([`Keys::outbox_of_slot`]).
+//! cross-slot write. On a single node the same scripts also add the stream
+//! to the set `<prefix>:outbox-busy`, which archivers read to find the
+//! streams holding entries; on a cluster (where that set would be a
+//! cross-slot write) and once in a while on a single node, archivers find
+//! the streams with `SCAN MATCH <prefix>:outbox:* TYPE stream` on every
+//! primary, or, on a single node holding many keys, by their 16,384 names
+//! ([`Keys::outbox_of_slot`]).
 //!
 //! Run ids, tool call ids and the prefix never contain `{` or `}` (the
 //! identifier rule of `aci-contracts` and the prefix check forbid them), so
@@ -68,6 +73,12 @@ impl Keys {
         format!("{}{OUTBOX}{{{}}}", self.prefix, outbox_tag(slot))
     }
 
+    /// `<prefix>:outbox-busy`: on a single node, the set of the outbox
+    /// streams that may hold entries (see `outbox.rs`).
+    pub(crate) fn outbox_busy(&self) -> String {
+        format!("{}{OUTBOX_BUSY}", self.prefix)
+    }
+
     /// The `SCAN MATCH` pattern of every outbox stream of this prefix.
     pub(crate) fn outbox_pattern(&self) -> String {
         let mut pattern = String::with_capacity(self.prefix.len() + 10);
@@ -85,6 +96,10 @@ impl Keys {
 
 /// Between the prefix and the tag of an outbox stream.
 pub(crate) const OUTBOX: &str = ":outbox:";
+
+/// After the prefix: the set of the outbox streams that may hold entries
+/// (single node). Not matched by the streams' `SCAN` pattern.
+pub(crate) const OUTBOX_BUSY: &str = ":outbox-busy";
 
 /// `<prefix>:outbox:{<tag>}` for the slot of `run_id` (the script calls
 /// write it straight into their buffer: `calls::outbox_key`).

@@ -189,6 +189,21 @@ struct Inner {
     pool_size: usize,
     /// Whether finalizations append to the outbox (see `outbox.rs`).
     outbox: bool,
+    /// When this store's outbox streams were last all looked for (see
+    /// `outbox.rs`: on a single node, the set of busy streams is read
+    /// instead, and every stream looked for at most this often).
+    outbox_swept: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+impl Inner {
+    /// The outbox keys the finalizing scripts get.
+    const fn outbox_keys(&self) -> calls::OutboxKeys {
+        match (self.outbox, self.cluster) {
+            (false, _) => calls::OutboxKeys::Off,
+            (true, true) => calls::OutboxKeys::Stream,
+            (true, false) => calls::OutboxKeys::StreamAndBusy,
+        }
+    }
 }
 
 impl fmt::Debug for RedisStore {
@@ -272,6 +287,7 @@ impl RedisStore {
                 nodes,
                 pool_size: config.pool_size,
                 outbox: config.outbox,
+                outbox_swept: std::sync::Mutex::default(),
             }),
         })
     }
@@ -572,7 +588,7 @@ impl InvocationStore for RedisStore {
                     &inner.prefix,
                     key,
                     &finalization,
-                    inner.outbox,
+                    inner.outbox_keys(),
                 )
             })
             .await?;
@@ -642,7 +658,7 @@ impl InvocationStore for RedisStore {
                     error_code,
                     finished_at,
                     ttl,
-                    inner.outbox,
+                    inner.outbox_keys(),
                 )
             })
             .await?;

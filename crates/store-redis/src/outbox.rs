@@ -8,22 +8,33 @@
 //!
 //! Archivers read the streams through one consumer group, [`GROUP`]:
 //!
-//! - **find** the streams: `SCAN MATCH <prefix>:outbox:* TYPE stream` on the
-//!   node (on a cluster, on every primary, found with `CLUSTER SLOTS`), then
-//!   pipelined `XLEN`s to visit only those holding entries (a drained stream
-//!   stays, empty, with its group). The scan's cost grows with every key the
-//!   node holds, so a single node holding more than 16,384 keys is not
-//!   scanned: there is one stream per hash slot, whose names are known, and
-//!   pipelined `XLEN`s of all 16,384 names find those holding entries at a
-//!   cost that does not grow with the keyspace (a cluster is always
-//!   scanned: a pipeline stays in one slot). A take reuses the streams of a
-//!   scan younger than a second while they hold entries, and the lengths of
-//!   every stream are read at most every quarter second: in between, a take
-//!   reads only the lengths of the streams that held entries then (a stream
-//!   that receives its first entries waits at most that long to be seen).
-//!   An empty take (and every backlog) is answered only after a scan and a
-//!   reading of every length made then, so `--once` and the metrics never
-//!   miss a stream that appeared or filled since;
+//! - **find** the streams holding entries. On a single node, the finalize
+//!   and settle scripts that append to a stream also add it to the set
+//!   `<prefix>:outbox-busy` in the same atomic step, and the `busy` script
+//!   reads every member's length and removes the members that are empty in
+//!   one atomic step of its own: a stream holding entries is always in the
+//!   set, and a look costs one round trip whose work grows with the streams
+//!   that held entries since the last look, whatever else the node holds.
+//!   Every take (and every backlog) looks afresh. Besides, a store looks for
+//!   every stream on its first take and then every [`SWEEP_EVERY`] (5
+//!   minutes), adding to the set those holding entries that it lacks: the
+//!   streams of a writer that does not mark them busy (an `aci` from before
+//!   the set, during an upgrade) are found that way. Looking for every
+//!   stream ([`RedisOutbox::streams`]) is `SCAN MATCH <prefix>:outbox:* TYPE
+//!   stream` on the node (on a cluster, on every primary, found with
+//!   `CLUSTER SLOTS`), then pipelined `XLEN`s to keep only those holding
+//!   entries (a drained stream stays, empty, with its group). The scan's
+//!   cost grows with every key the node holds, so a single node holding
+//!   more than 16,384 keys is not scanned: there is one stream per hash
+//!   slot, whose names are known, and pipelined `XLEN`s of all 16,384 names
+//!   find those holding entries. On a cluster the set would be a cross-slot
+//!   write, so the streams are always looked for: a take reuses the streams
+//!   of a scan younger than a second while they hold entries, and the
+//!   lengths of every stream are read at most every quarter second (in
+//!   between, a take reads only the lengths of the streams that held entries
+//!   then); an empty take (and every backlog) is answered only after a scan
+//!   and a reading of every length made then, so `--once` and the metrics
+//!   never miss a stream that appeared or filled since;
 //! - **take**: the streams holding entries, from where the process's last
 //!   take stopped among them, each counted at its length until the lengths
 //!   make the batch (the position then moves past them: every stream has
@@ -58,7 +69,8 @@ use redis::{Cmd, FromRedisValue, Value};
 
 use crate::codec::corrupt;
 use crate::pool::Link;
-use crate::{Inner, RedisStore, keys};
+use crate::scripts::BUSY;
+use crate::{Inner, RedisStore, calls, keys};
 
 /// The consumer group every archiver reads through.
 pub const GROUP: &str = "aci-archive";
@@ -66,15 +78,21 @@ pub const GROUP: &str = "aci-archive";
 /// Keys returned per `SCAN` step.
 const SCAN_COUNT: u64 = 1000;
 
-/// How long the list of streams found by a scan is used before the keyspace
-/// is scanned again: a stream that appears (the first finalized record of a
+/// On a cluster, how long the list of streams found by a scan is used
+/// before the keyspace is scanned again: a stream that appears (the first finalized record of a
 /// hash slot) waits at most this long to be seen; the scan's cost grows with
 /// everything the node holds.
 const STREAMS_REFRESH: Duration = Duration::from_secs(1);
 
-/// How long the streams found holding entries by a reading of every
-/// stream's length are the only ones a take reads the lengths of.
+/// On a cluster, how long the streams found holding entries by a reading of
+/// every stream's length are the only ones a take reads the lengths of.
 const LENGTHS_REFRESH: Duration = Duration::from_millis(250);
+
+/// On a single node, how often one store looks for every outbox stream
+/// besides reading the set of busy streams (its first take looks at once):
+/// the streams of a writer that does not mark them busy (an `aci` from
+/// before the set, during an upgrade) wait at most this long to be found.
+const SWEEP_EVERY: Duration = Duration::from_secs(300);
 
 /// The longest time between two reclaims of a stream's pending entries
 /// (they become claimable only after the reclaim time anyway).
@@ -484,6 +502,27 @@ impl RedisOutbox {
     }
 }
 
+/// The `busy` script's reply, `{stream, length, …}`, as pairs.
+fn busy_reply(reply: &Value) -> Result<Vec<(String, u64)>, StoreError> {
+    let malformed = || corrupt("outbox busy streams");
+    let Value::Array(items) = reply else {
+        return Err(malformed());
+    };
+    items
+        .chunks(2)
+        .map(|pair| match pair {
+            [stream, length] => {
+                let stream = text(stream).ok_or_else(malformed)?;
+                let length = text(length)
+                    .and_then(|l| l.parse().ok())
+                    .ok_or_else(malformed)?;
+                Ok((stream.to_owned(), length))
+            }
+            _ => Err(malformed()),
+        })
+        .collect()
+}
+
 fn corrupt_reply() -> crate::RedisStoreError {
     crate::RedisStoreError::unavailable("outbox", crate::Failure::Protocol)
 }
@@ -571,16 +610,19 @@ impl RedisOutbox {
 
     /// The outbox streams that hold entries (an acknowledged entry is
     /// deleted, so an empty stream has nothing pending either), with their
-    /// lengths: one pipelined `XLEN` per [`LENGTH_BATCH`] streams on a single
-    /// node, so that the streams of every slot ever used cost little once
-    /// drained (on a cluster, where a pipeline stays in one slot, one `XLEN`
-    /// per stream). Every known stream's length is read after a scan and
-    /// at most every [`LENGTHS_REFRESH`]; in between, only the lengths of
-    /// the streams that held entries at the last such reading.
+    /// lengths. On a single node, those of the set of busy streams, as of
+    /// now ([`busy_on_single_node`](Self::busy_on_single_node)). On a
+    /// cluster, where a pipeline stays in one slot, one `XLEN` per stream:
+    /// every known stream's length is read after a scan and at most every
+    /// [`LENGTHS_REFRESH`]; in between, only the lengths of the streams that
+    /// held entries at the last such reading.
     async fn busy_streams(
         &self,
         fresh_since: Option<Instant>,
     ) -> Result<(Vec<(String, u64)>, bool), StoreError> {
+        if !self.inner.cluster {
+            return Ok((self.busy_on_single_node().await?, true));
+        }
         let (streams, scanned) = self.known_streams(fresh_since).await?;
         if !scanned {
             let recent = {
@@ -601,6 +643,80 @@ impl RedisOutbox {
             busy.iter().map(|(stream, _)| stream.clone()).collect(),
         ));
         Ok((busy, scanned))
+    }
+
+    /// On a single node: the streams holding entries, with their lengths,
+    /// as of now. Those in the set of busy streams (the `busy` script: one
+    /// round trip, a cost that grows with the streams that held entries
+    /// since the last look, not with the keyspace), and, when this store
+    /// last looked for every stream more than [`SWEEP_EVERY`] ago, those
+    /// found by looking for every stream ([`streams`](Self::streams)), which
+    /// are added to the set.
+    async fn busy_on_single_node(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        let set = self.inner.keys.outbox_busy();
+        let reply = self
+            .inner
+            .eval("outbox", |invoke| calls::busy(&BUSY, invoke, &set))
+            .await?;
+        let mut busy = busy_reply(&reply)?;
+        if let Some(last) = self.sweep_due() {
+            match self.sweep(&set, &busy).await {
+                Ok(found) => busy.extend(found),
+                Err(error) => {
+                    *self.swept() = last;
+                    return Err(error);
+                }
+            }
+        }
+        busy.sort_unstable();
+        Ok(busy)
+    }
+
+    /// Whether this store's streams are due to be all looked for; if so,
+    /// notes that they are being looked for now and returns the time of the
+    /// last look (to put back should this one fail).
+    fn sweep_due(&self) -> Option<Option<Instant>> {
+        let mut swept = self.swept();
+        let last = *swept;
+        if last.is_some_and(|at| at.elapsed() < SWEEP_EVERY) {
+            return None;
+        }
+        *swept = Some(Instant::now());
+        Some(last)
+    }
+
+    fn swept(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
+        self.inner
+            .outbox_swept
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Every stream holding entries that `known` (the busy set's) does not
+    /// name, added to the set `set`: a writer that does not mark its streams
+    /// busy (an `aci` from before the set) is found this way.
+    async fn sweep(
+        &self,
+        set: &str,
+        known: &[(String, u64)],
+    ) -> Result<Vec<(String, u64)>, StoreError> {
+        let known: HashSet<&str> = known.iter().map(|(stream, _)| stream.as_str()).collect();
+        let streams = self.streams().await?;
+        let missing: Vec<(String, u64)> = self
+            .lengths(&streams)
+            .await?
+            .into_iter()
+            .filter(|(stream, _)| !known.contains(stream.as_str()))
+            .collect();
+        if !missing.is_empty() {
+            let mut cmd = redis::cmd("SADD");
+            cmd.arg(set);
+            for (stream, _) in &missing {
+                cmd.arg(stream);
+            }
+            let _: u64 = self.query(&cmd).await?;
+        }
+        Ok(missing)
     }
 
     /// Those of `streams` that hold entries, with their lengths.

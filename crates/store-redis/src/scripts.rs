@@ -11,7 +11,10 @@
 //! finalization and its tombstone) appends `run`, `call` to the outbox
 //! stream of the run's slot (`XADD`, never trimmed) in the same script, when
 //! the call passes that stream as `KEYS[3]` (a store with its outbox on): the
-//! transition and its outbox entry happen together or not at all.
+//! transition and its outbox entry happen together or not at all. On a single
+//! node the call also passes the set of busy streams as `KEYS[4]`, and the
+//! same branch adds the stream to it (`SADD`), so that a stream holding an
+//! entry is always in that set (see `outbox.rs` and [`BUSY_SOURCE`]).
 
 use std::sync::LazyLock;
 
@@ -81,7 +84,7 @@ return {'CREATED', duplicate_of or '', same_kind, same_id, started, deadline, ow
 ";
 
 /// `finalize`: KEYS = record, scopes, and the outbox when the store keeps
-/// one. ARGV = new status, tool call
+/// one (and on a single node the set of busy streams). ARGV = new status, tool call
 /// id, then the outcome's field/value pairs. Never touches a TTL.
 ///
 /// Returns `{NOT_FOUND}`, `{NOT_PROJECTING, current}`, `{CORRUPT}` or
@@ -96,6 +99,7 @@ if status ~= 'PROJECTING' then return {'NOT_PROJECTING', status} end
 redis.call('HSET', KEYS[1], unpack(ARGV, 3))
 if KEYS[3] then
   redis.call('XADD', KEYS[3], '*', 'run', redis.call('HGET', KEYS[1], 'run_id'), 'call', ARGV[2])
+  if KEYS[4] then redis.call('SADD', KEYS[4], KEYS[3]) end
 end
 local fp = redis.call('HGET', KEYS[1], 'scope_fp')
 if fp and redis.call('EXISTS', KEYS[2]) == 1 then
@@ -106,7 +110,8 @@ end
 return {'FINALIZED'}
 ";
 
-/// `settle`: KEYS = record, scopes, and the outbox when the store keeps one.
+/// `settle`: KEYS = record, scopes, and the outbox when the store keeps one
+/// (and on a single node the set of busy streams).
 /// ARGV = attempt token, ttl ms, tool call
 /// id, number N of outcome arguments, the outcome's N field/value arguments,
 /// then the tombstone's field/value pairs.
@@ -125,6 +130,7 @@ if current[1] then
   redis.call('HSET', KEYS[1], unpack(ARGV, 5, 4 + n))
   if KEYS[3] then
     redis.call('XADD', KEYS[3], '*', 'run', redis.call('HGET', KEYS[1], 'run_id'), 'call', ARGV[3])
+    if KEYS[4] then redis.call('SADD', KEYS[4], KEYS[3]) end
   end
   local fp = redis.call('HGET', KEYS[1], 'scope_fp')
   if fp then
@@ -138,6 +144,7 @@ redis.call('HSET', KEYS[1], unpack(ARGV, 5 + n))
 redis.call('PEXPIRE', KEYS[1], ttl)
 if KEYS[3] then
   redis.call('XADD', KEYS[3], '*', 'run', redis.call('HGET', KEYS[1], 'run_id'), 'call', ARGV[3])
+  if KEYS[4] then redis.call('SADD', KEYS[4], KEYS[3]) end
 end
 return {'TOMBSTONED'}
 ";
@@ -175,9 +182,32 @@ impl LuaScript {
     }
 }
 
+/// `busy` (single node only): KEYS = the set of busy outbox streams. Returns
+/// `{stream, length, …}` for each member holding entries, and removes the
+/// members that hold none, in the same atomic step: a finalizing script
+/// that appends to a stream adds it to the set in its own atomic step, and
+/// only this script removes members, each only when its stream is empty, so
+/// a stream holding entries is never missing from the set. (It reads the
+/// streams it finds in the set, which a script on a cluster could not: it is
+/// never run there.)
+pub(crate) const BUSY_SOURCE: &str = r"
+local busy = {}
+for _, stream in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  local length = redis.call('XLEN', stream)
+  if length == 0 then
+    redis.call('SREM', KEYS[1], stream)
+  else
+    busy[#busy + 1] = stream
+    busy[#busy + 1] = tostring(length)
+  end
+end
+return busy
+";
+
 pub(crate) static CREATE: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(CREATE_SOURCE));
 pub(crate) static FINALIZE: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(FINALIZE_SOURCE));
 pub(crate) static SETTLE: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(SETTLE_SOURCE));
+pub(crate) static BUSY: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(BUSY_SOURCE));
 pub(crate) static NOTE_REFUSAL: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(NOTE_REFUSAL_SOURCE));
 
@@ -186,7 +216,7 @@ pub(crate) static NOTE_REFUSAL: LazyLock<LuaScript> =
 #[cfg(any(test, feature = "testing"))]
 pub(crate) const SCRIPT_INTERNAL_COMMANDS: &[&str] = &[
     "exists", "hget", "hmget", "hset", "pexpire", "hincrby", "pttl", "rpush", "hsetnx", "hdel",
-    "xadd", "ltrim",
+    "xadd", "ltrim", "sadd", "smembers", "xlen", "srem",
 ];
 
 #[cfg(test)]
@@ -215,7 +245,8 @@ mod tests {
                 CREATE_SOURCE,
                 FINALIZE_SOURCE,
                 SETTLE_SOURCE,
-                NOTE_REFUSAL_SOURCE
+                NOTE_REFUSAL_SOURCE,
+                BUSY_SOURCE
             ]),
             listed
         );
@@ -223,10 +254,11 @@ mod tests {
 
     #[test]
     fn finalize_only_reads_and_updates_fields() {
-        let expected: BTreeSet<String> = ["exists", "hdel", "hget", "hset", "hsetnx", "xadd"]
-            .iter()
-            .map(|c| (*c).to_owned())
-            .collect();
+        let expected: BTreeSet<String> =
+            ["exists", "hdel", "hget", "hset", "hsetnx", "sadd", "xadd"]
+                .iter()
+                .map(|c| (*c).to_owned())
+                .collect();
         assert_eq!(
             calls(&[FINALIZE_SOURCE]),
             expected,
@@ -239,6 +271,25 @@ mod tests {
         // finalize's one success branch; settle's finalization and tombstone.
         assert_eq!(FINALIZE_SOURCE.matches("'XADD', KEYS[3]").count(), 1);
         assert_eq!(SETTLE_SOURCE.matches("'XADD', KEYS[3]").count(), 2);
+        // Each append marks its stream busy (single node), right after it.
+        for source in [FINALIZE_SOURCE, SETTLE_SOURCE] {
+            let lines: Vec<&str> = source.lines().map(str::trim).collect();
+            for (at, line) in lines.iter().enumerate() {
+                if line.contains("'XADD', KEYS[3]") {
+                    assert_eq!(
+                        lines[at + 1],
+                        "if KEYS[4] then redis.call('SADD', KEYS[4], KEYS[3]) end"
+                    );
+                }
+            }
+        }
+        // Only the busy script removes a member, and only an empty stream.
+        for source in [FINALIZE_SOURCE, SETTLE_SOURCE, CREATE_SOURCE] {
+            assert!(!source.contains("SREM"));
+        }
+        assert!(
+            BUSY_SOURCE.contains("if length == 0 then\n    redis.call('SREM', KEYS[1], stream)")
+        );
         for source in [FINALIZE_SOURCE, SETTLE_SOURCE, CREATE_SOURCE] {
             for trim in ["XTRIM", "MAXLEN", "MINID", "XDEL"] {
                 assert!(!source.contains(trim), "no script trims the outbox");

@@ -72,6 +72,6 @@ pub fn finalize_call(
         prefix,
         key,
         finalization,
-        false,
+        calls::OutboxKeys::Off,
     ))
 }

@@ -229,3 +229,159 @@ async fn a_node_with_many_keys_finds_the_streams_by_name() {
     assert!(outbox.streams().await.unwrap().is_empty(), "drained");
     assert_eq!(outbox.backlog().await.unwrap().pending, 0);
 }
+
+/// Finalizes one READY record in a run of its own.
+async fn finalize_one(store: &RedisStore) -> invocation_core::InvocationKey {
+    let run = fresh_run_id();
+    let new = new_invocation(&SystemClock, &run, "c1", "tool_a", "x");
+    store.create(new.clone()).await.unwrap();
+    store.finalize(&new.key, ready()).await.unwrap();
+    new.key
+}
+
+/// `INFO commandstats`' count of `command` calls (0 when never called).
+async fn calls_of(conn: &mut redis::aio::MultiplexedConnection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    let head = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(&head))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |calls| calls.parse().unwrap())
+}
+
+/// On a single node the finalizing scripts mark their stream busy, and a
+/// take reads that set: over a keyspace of more than 16,384 keys, a take
+/// after the store's first look costs a handful of `XLEN`s, not one per
+/// possible stream, and a drained stream leaves the set (the set's key is
+/// gone once every stream is empty).
+#[tokio::test]
+async fn a_single_node_reads_the_busy_set_not_the_keyspace() {
+    let server = store_redis::testing::RedisServer::spawn().unwrap();
+    let prefix = unique_prefix();
+    let store = RedisStore::new(
+        RedisConfig::single(server.url())
+            .key_prefix(&prefix)
+            .outbox(true),
+    )
+    .unwrap();
+    let outbox = store.outbox();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let mut filler = redis::pipe();
+    for i in 0..17_000 {
+        filler
+            .cmd("SET")
+            .arg(format!("other:{i}"))
+            .arg("x")
+            .ignore();
+    }
+    let () = filler.query_async(&mut conn).await.unwrap();
+    // The store's first look goes over every possible stream.
+    assert!(
+        outbox
+            .take("w", 10, Duration::from_secs(60))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let mut expected = BTreeSet::new();
+    for _ in 0..3 {
+        expected.insert(finalize_one(&store).await);
+    }
+    let busy_key = format!("{prefix}:outbox-busy");
+    let members: BTreeSet<String> = redis::cmd("SMEMBERS")
+        .arg(&busy_key)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        members,
+        outbox.streams().await.unwrap().into_iter().collect()
+    );
+
+    let () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let mut got = BTreeSet::new();
+    loop {
+        let batch = outbox.take("w", 2, Duration::from_secs(60)).await.unwrap();
+        if batch.is_empty() {
+            break;
+        }
+        outbox.ack(&batch).await.unwrap();
+        got.extend(batch.into_iter().map(|e| e.key));
+    }
+    assert_eq!(got, expected);
+    let xlens = calls_of(&mut conn, "xlen").await;
+    assert!(xlens <= 12, "{xlens} XLENs for three streams");
+    let exists: bool = redis::cmd("EXISTS")
+        .arg(&busy_key)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(!exists, "a drained stream leaves the busy set");
+    assert_eq!(outbox.backlog().await.unwrap().pending, 0);
+}
+
+/// A record whose stream is not in the busy set (its writer did not mark
+/// it: an `aci` from before the set) is found by a store's first look at
+/// every stream, which adds the stream to the set; a store that looked less
+/// than five minutes ago finds it only at its next such look.
+#[tokio::test]
+async fn a_stream_missing_from_the_busy_set_is_found_by_the_first_take() {
+    let prefix = unique_prefix();
+    let store_of = || {
+        RedisStore::new(
+            RedisConfig::single(shared_url())
+                .key_prefix(&prefix)
+                .outbox(true),
+        )
+        .unwrap()
+    };
+    let looked = store_of();
+    assert!(
+        looked
+            .outbox()
+            .take("w", 10, Duration::from_secs(60))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let key = finalize_one(&looked).await;
+    let client = redis::Client::open(shared_url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let busy_key = format!("{prefix}:outbox-busy");
+    let () = redis::cmd("DEL")
+        .arg(&busy_key)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(
+        looked
+            .outbox()
+            .take("w", 10, Duration::from_secs(60))
+            .await
+            .unwrap()
+            .is_empty(),
+        "not marked busy, not looked for yet"
+    );
+
+    let outbox = store_of().outbox();
+    let batch = outbox.take("w", 10, Duration::from_secs(60)).await.unwrap();
+    assert_eq!(batch.iter().map(|e| &e.key).collect::<Vec<_>>(), [&key]);
+    let members: Vec<String> = redis::cmd("SMEMBERS")
+        .arg(&busy_key)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(members, outbox.streams().await.unwrap(), "marked busy now");
+    outbox.ack(&batch).await.unwrap();
+    assert_eq!(outbox.backlog().await.unwrap().pending, 0);
+}
