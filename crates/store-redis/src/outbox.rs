@@ -79,9 +79,9 @@ pub const GROUP: &str = "aci-archive";
 const SCAN_COUNT: u64 = 1000;
 
 /// On a cluster, how long the list of streams found by a scan is used
-/// before the keyspace is scanned again: a stream that appears (the first finalized record of a
-/// hash slot) waits at most this long to be seen; the scan's cost grows with
-/// everything the node holds.
+/// before the keyspace is scanned again: a stream that appears (the first
+/// finalized record of a hash slot) waits at most this long to be seen; the
+/// scan's cost grows with everything the node holds.
 const STREAMS_REFRESH: Duration = Duration::from_secs(1);
 
 /// On a cluster, how long the streams found holding entries by a reading of
@@ -321,11 +321,8 @@ impl RedisOutbox {
     /// [`StoreError::Unavailable`], [`StoreError::Corrupt`].
     #[doc(hidden)]
     pub async fn streams_by_name(&self) -> Result<Vec<String>, StoreError> {
-        let names: Vec<String> = (0..keys::SLOTS)
-            .map(|slot| self.inner.keys.outbox_of_slot(slot))
-            .collect();
         let mut streams: Vec<String> = self
-            .lengths(&names)
+            .lengths(&self.all_names())
             .await?
             .into_iter()
             .map(|(stream, _)| stream)
@@ -701,9 +698,8 @@ impl RedisOutbox {
         known: &[(String, u64)],
     ) -> Result<Vec<(String, u64)>, StoreError> {
         let known: HashSet<&str> = known.iter().map(|(stream, _)| stream.as_str()).collect();
-        let streams = self.streams().await?;
         let missing: Vec<(String, u64)> = self
-            .lengths(&streams)
+            .single_node_lengths()
             .await?
             .into_iter()
             .filter(|(stream, _)| !known.contains(stream.as_str()))
@@ -717,6 +713,29 @@ impl RedisOutbox {
             let _: u64 = self.query(&cmd).await?;
         }
         Ok(missing)
+    }
+
+    /// On a single node: the outbox streams that hold entries, with their
+    /// lengths, each stream's `XLEN` read once (by name over a keyspace of
+    /// more than [`BY_NAME_ABOVE`] keys, else those `SCAN` finds).
+    async fn single_node_lengths(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        let keys: u64 = self.inner.query("outbox", &redis::cmd("DBSIZE")).await?;
+        let names = if keys > BY_NAME_ABOVE {
+            self.all_names()
+        } else {
+            let mut found = self.scan(None).await?;
+            found.sort_unstable();
+            found.dedup();
+            found
+        };
+        self.lengths(&names).await
+    }
+
+    /// Every possible outbox stream name: one per hash slot.
+    fn all_names(&self) -> Vec<String> {
+        (0..keys::SLOTS)
+            .map(|slot| self.inner.keys.outbox_of_slot(slot))
+            .collect()
     }
 
     /// Those of `streams` that hold entries, with their lengths.

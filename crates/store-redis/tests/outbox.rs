@@ -87,16 +87,7 @@ async fn cluster_streams_are_found_on_every_primary() {
     }
     let streams = outbox.streams().await.unwrap();
     assert!(streams.len() > 1, "24 runs land in more than one slot");
-    let mut got = BTreeSet::new();
-    loop {
-        let batch = outbox.take("w", 7, Duration::from_secs(60)).await.unwrap();
-        if batch.is_empty() {
-            break;
-        }
-        outbox.ack(&batch).await.unwrap();
-        got.extend(batch.into_iter().map(|e| e.key));
-    }
-    assert_eq!(got, expected);
+    assert_eq!(drain(&outbox, 7).await, expected);
     assert_eq!(outbox.backlog().await.unwrap().pending, 0);
 }
 
@@ -208,6 +199,18 @@ async fn a_node_with_many_keys_finds_the_streams_by_name() {
     // Other keys, enough to cross the line.
     let client = redis::Client::open(server.url()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    fill_keyspace(&mut conn).await;
+    assert_eq!(outbox.streams().await.unwrap(), scanned, "found by name");
+
+    assert_eq!(drain(&outbox, 3).await.len(), 8);
+    assert!(outbox.streams().await.unwrap().is_empty(), "drained");
+    assert_eq!(outbox.backlog().await.unwrap().pending, 0);
+}
+
+/// Sets 17,000 keys that are not the store's: more than the 16,384 possible
+/// stream names, the line past which a single node's streams are looked
+/// for by name.
+async fn fill_keyspace(conn: &mut redis::aio::MultiplexedConnection) {
     let mut filler = redis::pipe();
     for i in 0..17_000 {
         filler
@@ -216,18 +219,27 @@ async fn a_node_with_many_keys_finds_the_streams_by_name() {
             .arg("x")
             .ignore();
     }
-    let () = filler.query_async(&mut conn).await.unwrap();
-    assert_eq!(outbox.streams().await.unwrap(), scanned, "found by name");
+    let () = filler.query_async(conn).await.unwrap();
+}
 
+/// Takes `per_take` entries at a time and acknowledges them until a take
+/// comes back empty; the keys taken.
+async fn drain(
+    outbox: &store_redis::RedisOutbox,
+    per_take: usize,
+) -> BTreeSet<invocation_core::InvocationKey> {
+    let mut got = BTreeSet::new();
     loop {
-        let batch = outbox.take("w", 3, Duration::from_secs(60)).await.unwrap();
+        let batch = outbox
+            .take("w", per_take, Duration::from_secs(60))
+            .await
+            .unwrap();
         if batch.is_empty() {
-            break;
+            return got;
         }
         outbox.ack(&batch).await.unwrap();
+        got.extend(batch.into_iter().map(|e| e.key));
     }
-    assert!(outbox.streams().await.unwrap().is_empty(), "drained");
-    assert_eq!(outbox.backlog().await.unwrap().pending, 0);
 }
 
 /// Finalizes one READY record in a run of its own.
@@ -271,15 +283,7 @@ async fn a_single_node_reads_the_busy_set_not_the_keyspace() {
     let outbox = store.outbox();
     let client = redis::Client::open(server.url()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let mut filler = redis::pipe();
-    for i in 0..17_000 {
-        filler
-            .cmd("SET")
-            .arg(format!("other:{i}"))
-            .arg("x")
-            .ignore();
-    }
-    let () = filler.query_async(&mut conn).await.unwrap();
+    fill_keyspace(&mut conn).await;
     // The store's first look goes over every possible stream.
     assert!(
         outbox
@@ -309,16 +313,7 @@ async fn a_single_node_reads_the_busy_set_not_the_keyspace() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    let mut got = BTreeSet::new();
-    loop {
-        let batch = outbox.take("w", 2, Duration::from_secs(60)).await.unwrap();
-        if batch.is_empty() {
-            break;
-        }
-        outbox.ack(&batch).await.unwrap();
-        got.extend(batch.into_iter().map(|e| e.key));
-    }
-    assert_eq!(got, expected);
+    assert_eq!(drain(&outbox, 2).await, expected);
     let xlens = calls_of(&mut conn, "xlen").await;
     assert!(xlens <= 12, "{xlens} XLENs for three streams");
     let exists: bool = redis::cmd("EXISTS")

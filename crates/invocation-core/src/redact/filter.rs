@@ -25,8 +25,9 @@ pub(super) const MAX_KEYWORD_BYTES: usize = 8;
 /// What building a keyword automaton may take. Past any of these (keyword
 /// sets far larger than the built-in one's: a few hundred states of a few
 /// dozen classes; 500 keywords of 12 random bytes still fit, 1,000 do not
-/// for the scanner, 2,000 not for the filter), the automaton gives up: the filter says maybe to every text, the
-/// scanner names every rule. Slower, same result.
+/// for the scanner, 2,000 not for the filter), the automaton gives up: the
+/// filter says maybe to every text, the scanner names every rule. Slower,
+/// same result.
 pub(super) mod limits {
     /// Keyword bytes (each costs 256 bytes while building).
     pub(in super::super) const POSITIONS: usize = 1 << 15;
