@@ -281,13 +281,8 @@ impl LogProjector {
             return Ok(result);
         }
 
-        let messages: Vec<Cow<'_, str>> = raw
-            .events
-            .iter()
-            .map(|event| redaction.redact(&event.message))
-            .collect();
         let mut levels = LevelCache::default();
-        let shapes = self.aggregate(&raw.events, &messages, &mut levels);
+        let (shapes, messages) = self.aggregate(&raw.events, redaction, &mut levels);
         let mut order: Vec<usize> = (0..shapes.len()).collect();
         order.sort_unstable_by(|&a, &b| {
             let (x, y) = (&shapes[a], &shapes[b]);
@@ -338,20 +333,27 @@ impl LogProjector {
         Ok(result)
     }
 
-    /// Groups events by the shape of their (redacted) `messages`.
+    /// Groups events by the shape of their messages, each redacted through
+    /// `redaction` first; also gives the redacted messages, by event. Each
+    /// message is redacted just before it is masked, while its bytes are in
+    /// the cache: a pass of its own over every message would read them from
+    /// memory twice when the events do not fit in the cache.
     fn aggregate<'a>(
         &self,
         events: &'a [RawLogEvent],
-        messages: &[Cow<'_, str>],
+        redaction: &RedactionPass<'_>,
         levels: &mut LevelCache<'a>,
-    ) -> Vec<Shape> {
+    ) -> (Vec<Shape>, Vec<Cow<'a, str>>) {
         let budget = self.bounds.max_pattern_bytes;
         let mut index: HashMap<Box<str>, usize> = HashMap::new();
         let mut shapes: Vec<Shape> = Vec::new();
+        let mut messages: Vec<Cow<'a, str>> = Vec::with_capacity(events.len());
         let mut buf = String::new();
         for (i, event) in events.iter().enumerate() {
             buf.clear();
-            mask_into(&messages[i], &mut buf, budget);
+            let message = redaction.redact(&event.message);
+            mask_into(&message, &mut buf, budget);
+            messages.push(message);
             let (kept, cut) = escaped_prefix(&buf, budget);
             let kept = kept.trim_end_matches(' ').len();
             buf.truncate(kept);
@@ -386,7 +388,7 @@ impl LogProjector {
         for (text, k) in index {
             shapes[k].text = text;
         }
-        shapes
+        (shapes, messages)
     }
 
     /// Picks the timeline: the latest event of each reported pattern (in
