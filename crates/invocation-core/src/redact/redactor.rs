@@ -98,6 +98,14 @@ impl From<Redactions> for BTreeMap<String, u32> {
     }
 }
 
+/// True when `bytes` holds a `\u` (a JSON unicode escape, or text that
+/// looks like one). A search for the backslash alone: `memmem::find` would
+/// build a searcher on every call, which costs more than the search over the
+/// short texts most cells hold.
+fn holds_unicode_escape(bytes: &[u8]) -> bool {
+    memchr::memchr_iter(b'\\', bytes).any(|at| bytes.get(at + 1) == Some(&b'u'))
+}
+
 /// One compiled rule.
 struct Rule {
     name: Box<str>,
@@ -372,7 +380,7 @@ impl Redactor {
                 .unkeyed
                 .as_ref()
                 .is_some_and(|(_, set)| set.is_match(text))
-            || memchr::memmem::find(text.as_bytes(), b"\\u").is_some()
+            || holds_unicode_escape(text.as_bytes())
     }
 
     /// Whether the keyword filter and scanner gave up being built (too many

@@ -643,8 +643,17 @@ fn json_with_escapes_may_hold_secrets() {
     for json in [
         r#"{"api\u005fkey": "hunter2xyz"}"#,
         r#"{"passw\u006frd": "x9"}"#,
+        r#"\u0070"#,
+        r#"{"a": "\\", "b\u0070": 1}"#,
     ] {
         assert!(redactor.may_hold_secrets(json), "{json}");
     }
-    assert!(!redactor.may_hold_secrets(r#"{"order_id": 7, "note": "a\nb"}"#));
+    for json in [
+        r#"{"order_id": 7, "note": "a\nb"}"#,
+        r#"{"path": "C:\\tmp\\"}"#,
+        "ends with a backslash \\",
+        "\\",
+    ] {
+        assert!(!redactor.may_hold_secrets(json), "{json}");
+    }
 }
