@@ -299,8 +299,7 @@ impl RedisOutbox {
                 streams.extend(self.scan(Some(slot)).await?);
             }
         } else {
-            let keys: u64 = self.inner.query("outbox", &redis::cmd("DBSIZE")).await?;
-            streams = if keys > BY_NAME_ABOVE {
+            streams = if self.looks_by_name().await? {
                 self.streams_by_name().await?
             } else {
                 self.scan(None).await?
@@ -719,8 +718,7 @@ impl RedisOutbox {
     /// lengths, each stream's `XLEN` read once (by name over a keyspace of
     /// more than [`BY_NAME_ABOVE`] keys, else those `SCAN` finds).
     async fn single_node_lengths(&self) -> Result<Vec<(String, u64)>, StoreError> {
-        let keys: u64 = self.inner.query("outbox", &redis::cmd("DBSIZE")).await?;
-        let names = if keys > BY_NAME_ABOVE {
+        let names = if self.looks_by_name().await? {
             self.all_names()
         } else {
             let mut found = self.scan(None).await?;
@@ -729,6 +727,13 @@ impl RedisOutbox {
             found
         };
         self.lengths(&names).await
+    }
+
+    /// On a single node: whether its streams are looked for by name (it
+    /// holds more than [`BY_NAME_ABOVE`] keys) rather than by `SCAN`.
+    async fn looks_by_name(&self) -> Result<bool, StoreError> {
+        let keys: u64 = self.inner.query("outbox", &redis::cmd("DBSIZE")).await?;
+        Ok(keys > BY_NAME_ABOVE)
     }
 
     /// Every possible outbox stream name: one per hash slot.
